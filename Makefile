@@ -1,0 +1,66 @@
+# tg — build, test, install.  `make` builds the library, examples and benches;
+# `make test` runs the test suite; `make test-sanitize` runs it under ASan+UBSan.
+CC      ?= cc
+BUILD   ?= build
+PREFIX  ?= /usr/local
+OPT     ?= -O2 -g
+CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fPIC $(OPT) -Iinclude -Isrc
+LDLIBS  += -lm -ldl -lpthread
+
+SRCS    := $(sort $(wildcard src/*/*.c))
+OBJS    := $(SRCS:%.c=$(BUILD)/%.o)
+TESTS   := $(sort $(wildcard tests/*.c))
+TOBJS   := $(TESTS:%.c=$(BUILD)/%.o)
+BENCHES := $(patsubst bench/%.c,$(BUILD)/bench_%,$(wildcard bench/*.c))
+EXAMPLES:= $(patsubst examples/%.c,$(BUILD)/example_%,$(wildcard examples/*.c))
+
+all: $(BUILD)/libtg.a $(BUILD)/libtg.so $(BUILD)/tg.pc $(BUILD)/test_tg $(EXAMPLES) $(BENCHES)
+
+$(BUILD)/%.o: %.c $(wildcard include/*.h src/*/*.h tests/*.h) Makefile
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/libtg.a: $(OBJS)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/libtg.so: $(OBJS)
+	$(CC) -shared -o $@ $^ $(LDFLAGS) $(LDLIBS)
+
+$(BUILD)/tg.pc: Makefile
+	@mkdir -p $(BUILD)
+	@printf 'prefix=%s\nincludedir=$${prefix}/include\nlibdir=$${prefix}/lib\n\nName: tg\nDescription: lazy tensors and a kernel compiler in C\nVersion: 0.1.0\nCflags: -I$${includedir}\nLibs: -L$${libdir} -ltg\nLibs.private: -lm -ldl -lpthread\n' \
+	  "$(if $(INSTALLING),$(PREFIX),$(abspath .))" > $@
+	@if [ -z "$(INSTALLING)" ]; then sed -i 's|^libdir=.*|libdir=$(abspath $(BUILD))|' $@; fi
+
+$(BUILD)/test_tg: $(TOBJS) $(BUILD)/libtg.a
+	$(CC) $(CFLAGS) -o $@ $(TOBJS) $(BUILD)/libtg.a $(LDFLAGS) $(LDLIBS)
+
+$(BUILD)/bench_%: bench/%.c $(BUILD)/libtg.a
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libtg.a $(LDFLAGS) $(LDLIBS) $(BENCH_LIBS)
+
+$(BUILD)/example_%: examples/%.c $(BUILD)/libtg.a
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libtg.a $(LDFLAGS) $(LDLIBS)
+
+test: $(BUILD)/test_tg
+	SPEC=1 ./$(BUILD)/test_tg
+
+# Sanitized build in its own directory; kernels are compiled with the same flags.
+test-sanitize:
+	$(MAKE) BUILD=build-san OPT="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
+	  LDFLAGS="-fsanitize=address,undefined" build-san/test_tg
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 SPEC=1 ./build-san/test_tg
+
+install: all
+	$(MAKE) INSTALLING=1 -B $(BUILD)/tg.pc
+	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -m644 include/tg.h $(DESTDIR)$(PREFIX)/include/
+	install -m644 $(BUILD)/libtg.a $(DESTDIR)$(PREFIX)/lib/
+	install -m755 $(BUILD)/libtg.so $(DESTDIR)$(PREFIX)/lib/
+	install -m644 $(BUILD)/tg.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+	$(MAKE) -B $(BUILD)/tg.pc
+
+clean:
+	rm -rf build build-san
+
+.PHONY: all test test-sanitize install clean

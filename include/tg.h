@@ -1,0 +1,290 @@
+/* tg.h — the public API of tg, a lazy tensor library and kernel compiler in C.
+ *
+ * Every operation only builds a graph; work happens when a result is asked for
+ * (tg_realize, tg_to_host). Functions that create tensors return NULL on error and
+ * leave a message in tg_last_error(); a NULL argument makes the result NULL and keeps
+ * the first message, so a whole expression can be checked once at the end.
+ *
+ * Ownership: tensors are reference-counted handles. Inside tg_scope_begin/end every
+ * new tensor belongs to the innermost scope and is freed when it ends, unless moved
+ * out with tg_keep. Outside any scope a tensor lives until tg_free.
+ */
+#ifndef TG_H
+#define TG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- types */
+
+/** Element types. Numeric order is part of the ABI. */
+typedef enum tg_dtype {
+  TG_BOOL, TG_INT8, TG_INT16, TG_INT32, TG_INT64,
+  TG_UINT8, TG_UINT16, TG_UINT32, TG_UINT64,
+  TG_FLOAT16, TG_BFLOAT16, TG_FLOAT32, TG_FLOAT64,
+  TG_DTYPE_COUNT
+} tg_dtype;
+
+/** Status codes returned by functions that return int. */
+typedef enum tg_status {
+  TG_OK = 0,
+  TG_ERR_ARG = -1,      /**< invalid argument (shape, axis, dtype, NULL) */
+  TG_ERR_NOMEM = -2,    /**< allocation failed */
+  TG_ERR_COMPILE = -3,  /**< generated kernel failed to compile or load */
+  TG_ERR_DEVICE = -4,   /**< device or runtime failure */
+  TG_ERR_IO = -5        /**< file or data error */
+} tg_status;
+
+/** A lazy tensor handle (opaque). */
+typedef struct tg_tensor tg_tensor;
+/** An autorelease pool for tensors (opaque). */
+typedef struct tg_scope tg_scope;
+
+/** Counters of the work done since the last tg_reset_stats. */
+typedef struct tg_stats {
+  uint64_t kernels_run;       /**< kernels launched */
+  uint64_t kernels_compiled;  /**< kernels compiled (or loaded from the disk cache) */
+  uint64_t disk_cache_hits;   /**< of those, loaded from the disk cache */
+  uint64_t flops;             /**< estimated floating/integer ops executed by kernels */
+  uint64_t bytes_moved;       /**< bytes read + written by kernels */
+  uint64_t schedules;         /**< realize calls that scheduled work */
+  uint64_t uops_alive;        /**< UOps currently alive (interned) */
+  uint64_t buffers_alive;     /**< device buffers currently allocated */
+  uint64_t bytes_alive;       /**< bytes in those buffers */
+  double kernel_seconds;      /**< wall time spent inside kernels */
+  double compile_seconds;     /**< wall time spent compiling */
+} tg_stats;
+
+/* ------------------------------------------------------- errors, memory */
+
+/** The message of the most recent error in this thread ("" if none). */
+const char *tg_last_error(void);
+/** Forget the last error. */
+void tg_clear_error(void);
+/** Release a tensor handle. NULL is a no-op. */
+void tg_free(tg_tensor *t);
+/** Open a scope: tensors created until tg_scope_end belong to it. */
+tg_scope *tg_scope_begin(void);
+/** Close a scope, freeing every tensor it still owns. */
+void tg_scope_end(tg_scope *s);
+/** Move t out of the innermost scope to the enclosing one (or to the user). Returns t. */
+tg_tensor *tg_keep(tg_tensor *t);
+/** Take an extra reference to t (owned by the caller, not by any scope). Returns t. */
+tg_tensor *tg_retain(tg_tensor *t);
+/** Read the work counters. */
+tg_stats tg_get_stats(void);
+/** Zero the work counters (alive counts are kept). */
+void tg_reset_stats(void);
+
+/* ------------------------------------------------------------ dtypes */
+
+/** Size of one element in bytes (0 for an invalid dtype). */
+size_t tg_dtype_size(tg_dtype dt);
+/** Name of a dtype, e.g. "float32" ("invalid" for an invalid dtype). */
+const char *tg_dtype_name(tg_dtype dt);
+/** The dtype both a and b are converted to by a binary op (see docs/dtypes.md). */
+tg_dtype tg_promote_types(tg_dtype a, tg_dtype b);
+/** True for float16, bfloat16, float32, float64. */
+bool tg_dtype_is_float(tg_dtype dt);
+
+/* ---------------------------------------------------------- creation */
+
+/** A new tensor with a copy of data (row-major, ndim dims; ndim 0 is a scalar). */
+tg_tensor *tg_from_data(const void *data, tg_dtype dtype, const int64_t *shape, int ndim);
+/** A tensor of the given shape filled with value. */
+tg_tensor *tg_full(const int64_t *shape, int ndim, double value, tg_dtype dtype);
+/** Zeros. */
+tg_tensor *tg_zeros(const int64_t *shape, int ndim, tg_dtype dtype);
+/** Ones. */
+tg_tensor *tg_ones(const int64_t *shape, int ndim, tg_dtype dtype);
+/** Uninitialized memory of the given shape (realized on use). */
+tg_tensor *tg_empty(const int64_t *shape, int ndim, tg_dtype dtype);
+/** A scalar (0-d tensor). */
+tg_tensor *tg_scalar(double value, tg_dtype dtype);
+/** full with the shape and dtype of t. */
+tg_tensor *tg_full_like(tg_tensor *t, double value);
+/** zeros with the shape and dtype of t. */
+tg_tensor *tg_zeros_like(tg_tensor *t);
+/** ones with the shape and dtype of t. */
+tg_tensor *tg_ones_like(tg_tensor *t);
+/** empty with the shape and dtype of t. */
+tg_tensor *tg_empty_like(tg_tensor *t);
+/** start, start+step, … below stop (above stop for a negative step). */
+tg_tensor *tg_arange(double start, double stop, double step, tg_dtype dtype);
+/** n evenly spaced values from start to stop inclusive. */
+tg_tensor *tg_linspace(double start, double stop, int64_t n, tg_dtype dtype);
+/** n x m identity matrix (ones on the diagonal). */
+tg_tensor *tg_eye(int64_t n, int64_t m, tg_dtype dtype);
+
+/* ------------------------------------------------------- inspection */
+
+/** Number of dimensions (-1 for NULL). */
+int tg_ndim(const tg_tensor *t);
+/** Size of an axis; negative axes count from the end (-1 on error). */
+int64_t tg_dim(const tg_tensor *t, int axis);
+/** Number of elements (-1 for NULL). */
+int64_t tg_numel(const tg_tensor *t);
+/** Element type (TG_DTYPE_COUNT for NULL). */
+tg_dtype tg_get_dtype(const tg_tensor *t);
+/** Copy the shape into out (at most cap entries); returns ndim or -1. */
+int tg_shape(const tg_tensor *t, int64_t *out, int cap);
+/** True once t is backed by a buffer. */
+bool tg_is_realized(const tg_tensor *t);
+
+/* ------------------------------------------------------- realization */
+
+/** Compute t now. 0 on success, negative tg_status on error. */
+int tg_realize(tg_tensor *t);
+/** Compute several tensors in one schedule (kernels shared and fused). */
+int tg_realize_many(tg_tensor **ts, int n);
+/** Realize t and copy its elements (row-major) to dst; nbytes must equal numel*size. */
+int tg_to_host(tg_tensor *t, void *dst, size_t nbytes);
+/** Realize t (numel 1) and return its value as double (NAN on error). */
+double tg_item(tg_tensor *t);
+/** Overwrite the data of a realized-or-not tensor in place (same shape/dtype). */
+int tg_assign_data(tg_tensor *t, const void *data, size_t nbytes);
+/** Make dst's value src (same shape; cast to dst's dtype); lazy, realized with dst. */
+int tg_assign(tg_tensor *dst, tg_tensor *src);
+
+/* --------------------------------------------------------- elementwise
+ * Binary ops broadcast like numpy and promote dtypes (docs/dtypes.md).
+ * The *_s forms take a scalar right operand of t's dtype ("weak" type). */
+
+tg_tensor *tg_add(tg_tensor *a, tg_tensor *b);      /**< a + b */
+tg_tensor *tg_sub(tg_tensor *a, tg_tensor *b);      /**< a - b */
+tg_tensor *tg_mul(tg_tensor *a, tg_tensor *b);      /**< a * b */
+tg_tensor *tg_div(tg_tensor *a, tg_tensor *b);      /**< true division (ints → default float) */
+tg_tensor *tg_floordiv(tg_tensor *a, tg_tensor *b); /**< floor(a / b), numpy's // */
+tg_tensor *tg_idiv(tg_tensor *a, tg_tensor *b);     /**< integer division truncating toward 0 (C) */
+tg_tensor *tg_mod(tg_tensor *a, tg_tensor *b);      /**< a mod b with the sign of b (numpy %) */
+tg_tensor *tg_pow(tg_tensor *a, tg_tensor *b);      /**< a ** b */
+tg_tensor *tg_maximum(tg_tensor *a, tg_tensor *b);  /**< elementwise max (NaN propagates) */
+tg_tensor *tg_minimum(tg_tensor *a, tg_tensor *b);  /**< elementwise min (NaN propagates) */
+tg_tensor *tg_add_s(tg_tensor *a, double b);        /**< a + scalar */
+tg_tensor *tg_sub_s(tg_tensor *a, double b);        /**< a - scalar */
+tg_tensor *tg_mul_s(tg_tensor *a, double b);        /**< a * scalar */
+tg_tensor *tg_div_s(tg_tensor *a, double b);        /**< a / scalar */
+tg_tensor *tg_pow_s(tg_tensor *a, double b);        /**< a ** scalar */
+tg_tensor *tg_rsub_s(double a, tg_tensor *b);       /**< scalar - b */
+
+tg_tensor *tg_eq(tg_tensor *a, tg_tensor *b);       /**< a == b (bool) */
+tg_tensor *tg_ne(tg_tensor *a, tg_tensor *b);       /**< a != b (bool) */
+tg_tensor *tg_lt(tg_tensor *a, tg_tensor *b);       /**< a < b (bool) */
+tg_tensor *tg_le(tg_tensor *a, tg_tensor *b);       /**< a <= b (bool) */
+tg_tensor *tg_gt(tg_tensor *a, tg_tensor *b);       /**< a > b (bool) */
+tg_tensor *tg_ge(tg_tensor *a, tg_tensor *b);       /**< a >= b (bool) */
+tg_tensor *tg_where(tg_tensor *cond, tg_tensor *a, tg_tensor *b); /**< cond ? a : b */
+
+tg_tensor *tg_logical_and(tg_tensor *a, tg_tensor *b); /**< bool and */
+tg_tensor *tg_logical_or(tg_tensor *a, tg_tensor *b);  /**< bool or */
+tg_tensor *tg_logical_xor(tg_tensor *a, tg_tensor *b); /**< bool xor */
+tg_tensor *tg_logical_not(tg_tensor *a);               /**< bool not */
+tg_tensor *tg_bitwise_and(tg_tensor *a, tg_tensor *b); /**< & (int/bool) */
+tg_tensor *tg_bitwise_or(tg_tensor *a, tg_tensor *b);  /**< | (int/bool) */
+tg_tensor *tg_bitwise_xor(tg_tensor *a, tg_tensor *b); /**< ^ (int/bool) */
+tg_tensor *tg_bitwise_not(tg_tensor *a);               /**< ~ (int/bool) */
+tg_tensor *tg_shl(tg_tensor *a, int bits);             /**< a << bits (ints) */
+tg_tensor *tg_shr(tg_tensor *a, int bits);             /**< a >> bits (ints) */
+
+tg_tensor *tg_neg(tg_tensor *t);        /**< -t */
+tg_tensor *tg_exp(tg_tensor *t);        /**< e^t */
+tg_tensor *tg_exp2(tg_tensor *t);       /**< 2^t */
+tg_tensor *tg_log(tg_tensor *t);        /**< natural log */
+tg_tensor *tg_log2(tg_tensor *t);       /**< base-2 log */
+tg_tensor *tg_sqrt(tg_tensor *t);       /**< square root */
+tg_tensor *tg_rsqrt(tg_tensor *t);      /**< 1/sqrt */
+tg_tensor *tg_relu(tg_tensor *t);       /**< max(t, 0) */
+tg_tensor *tg_abs(tg_tensor *t);        /**< |t| */
+tg_tensor *tg_sign(tg_tensor *t);       /**< -1, 0 or 1 (NaN stays NaN) */
+tg_tensor *tg_reciprocal(tg_tensor *t); /**< 1/t */
+tg_tensor *tg_square(tg_tensor *t);     /**< t*t */
+tg_tensor *tg_sin(tg_tensor *t);        /**< sine */
+tg_tensor *tg_cos(tg_tensor *t);        /**< cosine */
+tg_tensor *tg_tan(tg_tensor *t);        /**< tangent */
+tg_tensor *tg_tanh(tg_tensor *t);       /**< hyperbolic tangent */
+tg_tensor *tg_sigmoid(tg_tensor *t);    /**< 1/(1+e^-t) */
+tg_tensor *tg_floor(tg_tensor *t);      /**< round down */
+tg_tensor *tg_ceil(tg_tensor *t);       /**< round up */
+tg_tensor *tg_round(tg_tensor *t);      /**< round half to even (numpy) */
+tg_tensor *tg_trunc(tg_tensor *t);      /**< round toward zero */
+tg_tensor *tg_isnan(tg_tensor *t);      /**< bool */
+tg_tensor *tg_isinf(tg_tensor *t);      /**< bool */
+tg_tensor *tg_clip(tg_tensor *t, double lo, double hi); /**< min(max(t, lo), hi) */
+tg_tensor *tg_cast(tg_tensor *t, tg_dtype dtype);       /**< convert (numpy rules; float→int truncates) */
+tg_tensor *tg_bitcast(tg_tensor *t, tg_dtype dtype);    /**< reinterpret bits (same element size) */
+
+/* -------------------------------------------------------- reductions
+ * axes: naxes == 0 reduces all axes; negative axes count from the end. */
+
+tg_tensor *tg_sum(tg_tensor *t, const int *axes, int naxes, bool keepdim);  /**< sum (bool/small ints widen like numpy) */
+tg_tensor *tg_prod(tg_tensor *t, const int *axes, int naxes, bool keepdim); /**< product */
+tg_tensor *tg_max(tg_tensor *t, const int *axes, int naxes, bool keepdim);  /**< maximum */
+tg_tensor *tg_min(tg_tensor *t, const int *axes, int naxes, bool keepdim);  /**< minimum */
+tg_tensor *tg_mean(tg_tensor *t, const int *axes, int naxes, bool keepdim); /**< mean (float result) */
+tg_tensor *tg_var(tg_tensor *t, const int *axes, int naxes, bool keepdim, double correction); /**< variance */
+tg_tensor *tg_std(tg_tensor *t, const int *axes, int naxes, bool keepdim, double correction); /**< standard deviation */
+tg_tensor *tg_any(tg_tensor *t, const int *axes, int naxes, bool keepdim);  /**< logical or (bool) */
+tg_tensor *tg_all(tg_tensor *t, const int *axes, int naxes, bool keepdim);  /**< logical and (bool) */
+tg_tensor *tg_argmax(tg_tensor *t, int axis, bool keepdim); /**< index of the first max (int32) */
+tg_tensor *tg_argmin(tg_tensor *t, int axis, bool keepdim); /**< index of the first min (int32) */
+tg_tensor *tg_softmax(tg_tensor *t, int axis);              /**< stable softmax */
+tg_tensor *tg_log_softmax(tg_tensor *t, int axis);          /**< stable log-softmax */
+tg_tensor *tg_logsumexp(tg_tensor *t, int axis, bool keepdim); /**< stable log(sum(exp)) */
+tg_tensor *tg_cumsum(tg_tensor *t, int axis);               /**< inclusive prefix sum */
+
+/* ---------------------------------------------------------- movement
+ * Movement ops are views: they never copy unless tg_contiguous is asked for. */
+
+tg_tensor *tg_reshape(tg_tensor *t, const int64_t *shape, int ndim);  /**< one -1 allowed */
+tg_tensor *tg_permute(tg_tensor *t, const int *order, int ndim);      /**< reorder axes */
+tg_tensor *tg_expand(tg_tensor *t, const int64_t *shape, int ndim);   /**< broadcast size-1 axes (-1 keeps) */
+tg_tensor *tg_pad(tg_tensor *t, const int64_t *before, const int64_t *after, double value); /**< pad every axis */
+tg_tensor *tg_shrink(tg_tensor *t, const int64_t *starts, const int64_t *ends); /**< crop every axis to [start, end) */
+tg_tensor *tg_flip(tg_tensor *t, const int *axes, int naxes);         /**< reverse the given axes */
+tg_tensor *tg_transpose(tg_tensor *t, int axis0, int axis1);          /**< swap two axes */
+tg_tensor *tg_squeeze(tg_tensor *t, int axis);                        /**< drop a size-1 axis (axis -1..; all size-1 axes if axis == TG_ALL_AXES) */
+tg_tensor *tg_unsqueeze(tg_tensor *t, int axis);                      /**< insert a size-1 axis */
+tg_tensor *tg_flatten(tg_tensor *t, int start_axis, int end_axis);    /**< merge axes start..end */
+/** numpy-like slice of one axis: start:stop:step; step may be negative; clamps like Python. */
+tg_tensor *tg_slice(tg_tensor *t, int axis, int64_t start, int64_t stop, int64_t step);
+/** Concatenate n tensors along axis. */
+tg_tensor *tg_cat(tg_tensor **ts, int n, int axis);
+/** Stack n tensors along a new axis. */
+tg_tensor *tg_stack(tg_tensor **ts, int n, int axis);
+/** Split along axis into pieces of the given sizes (sum must equal the axis size); fills out[n]. */
+int tg_split(tg_tensor *t, const int64_t *sizes, int n, int axis, tg_tensor **out);
+/** Tile: repeat t reps[i] times along axis i (ndim entries; like torch.repeat). */
+tg_tensor *tg_repeat(tg_tensor *t, const int64_t *reps, int ndim);
+/** A contiguous copy (forces a buffer). */
+tg_tensor *tg_contiguous(tg_tensor *t);
+
+/** Sentinel axis for tg_squeeze: every size-1 axis. */
+#define TG_ALL_AXES (-1000000)
+/** Sentinel end for tg_slice: to the end of the axis (or the beginning for negative steps). */
+#define TG_SLICE_END INT64_MAX
+
+/* ---------------------------------------------------------- indexing */
+
+/** out[i][j] = t[index[i][j]][j] along axis (torch.gather; index int). */
+tg_tensor *tg_gather(tg_tensor *t, int axis, tg_tensor *index);
+/** Select rows: t[index] along axis 0 generalised to any axis (index any int shape). */
+tg_tensor *tg_index_select(tg_tensor *t, int axis, tg_tensor *index);
+/** One-hot: shape index.shape + (num_classes,), dtype. */
+tg_tensor *tg_one_hot(tg_tensor *index, int64_t num_classes, tg_dtype dtype);
+
+/* ------------------------------------------------------------ linear */
+
+/** Matrix product with numpy semantics (1-D, 2-D, batched, broadcast batch dims). */
+tg_tensor *tg_matmul(tg_tensor *a, tg_tensor *b);
+/** Dot product of two 1-D tensors (also any numpy dot via matmul). */
+tg_tensor *tg_dot(tg_tensor *a, tg_tensor *b);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TG_H */

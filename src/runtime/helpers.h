@@ -1,0 +1,60 @@
+/* helpers.h — errors, environment knobs, stats, a pointer hash map and growable arrays. */
+#ifndef TG_HELPERS_H
+#define TG_HELPERS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "tg.h"
+
+/* Errors: set the thread's message (printf-style) and return the status. */
+int tg_set_error(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Format a shape as "(2, 3)" into buf. */
+const char *tg_fmt_shape(char *buf, size_t cap, const int64_t *shape, int ndim);
+
+/* Environment knobs, read once (DEBUG, SPEC, CACHELEVEL, …). */
+int tg_getenv_int(const char *name, int dflt);
+int tg_debug(void);
+bool tg_spec_checks(void);
+
+/* Stats (see tg_stats in tg.h). */
+extern tg_stats tg_global_stats;
+double tg_now(void);
+
+/* Open-addressing hash map from pointer keys to pointer values. */
+typedef struct ptrmap {
+  const void **keys;
+  void **vals;
+  size_t cap, count;
+} ptrmap;
+void *ptrmap_get(const ptrmap *m, const void *key);
+bool ptrmap_has(const ptrmap *m, const void *key);
+int ptrmap_put(ptrmap *m, const void *key, void *val);
+void ptrmap_free(ptrmap *m);
+
+/* Hash helpers. */
+static inline uint64_t hash_mix(uint64_t h, uint64_t v) {
+  h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  h *= 0xff51afd7ed558ccdull;
+  return h ^ (h >> 33);
+}
+uint64_t hash_bytes(const void *data, size_t n, uint64_t seed);
+
+/* Growable array of T: struct { T *v; size_t n, cap; }. VEC_PUSH returns 0 or -1. */
+#define VEC(T) struct { T *v; size_t n, cap; }
+int vec_grow(void **v, size_t *cap, size_t need, size_t elem);
+#define VEC_PUSH(vec, x)                                                        \
+  (((vec).n < (vec).cap || vec_grow((void **)&(vec).v, &(vec).cap, (vec).n + 1, \
+                                    sizeof(*(vec).v)) == 0)                     \
+       ? ((vec).v[(vec).n++] = (x), 0)                                          \
+       : -1)
+#define VEC_FREE(vec) (free((vec).v), (vec).v = NULL, (vec).n = (vec).cap = 0)
+
+/* String builder. */
+typedef struct strbuf {
+  char *s;
+  size_t n, cap;
+} strbuf;
+void sb_printf(strbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void sb_free(strbuf *b);
+#endif

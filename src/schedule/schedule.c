@@ -1,0 +1,187 @@
+/* schedule.c — from the tensor graph of everything asked for to an ordered list of kernels.
+ *
+ * 1. Realized nodes are replaced by their buffers.
+ * 2. The fusion policy picks the nodes that get buffers ("kernel roots"): what was asked for,
+ *    CONTIGUOUS, and reductions that cannot fuse into their consumer — a reduce fuses only if
+ *    every path from its kernel root reaches it through elementwise ops and non-expanding
+ *    views (RESHAPE, PERMUTE, SHRINK, FLIP); through EXPAND or PAD it would be recomputed per
+ *    output element, inside another reduce it would nest, so it gets its own kernel.
+ * 3. Each root becomes a kernel AST: SINK(expr) whose buffers are PARAM slots (slot 0 is the
+ *    output), so equal computations on different buffers share one compiled program.
+ * 4. Kernels run in topological order; each root remembers its buffer (uop->realized). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codegen/codegen.h"
+#include "tensor/tensor.h"
+#include "uop/rewrite.h"
+
+typedef struct sched {
+  ptrmap roots;   /* node → BUFFER (NULL until allocated) */
+  VEC(uop *) root_list;
+  ptrmap owner;   /* fused reduce → the root that owns it */
+  ptrmap visited; /* (node | clean bit) per walk */
+  bool changed;
+} sched;
+
+static bool is_root(sched *s, uop *u) { return ptrmap_has(&s->roots, u); }
+
+static void add_root(sched *s, uop *u) {
+  if (is_root(s, u)) return;
+  ptrmap_put(&s->roots, u, NULL);
+  VEC_PUSH(s->root_list, u);
+  s->changed = true;
+}
+
+static bool expands(uop *u) {
+  uop *x = u->src[0];
+  for (int i = 0; i < uop_ndim(u); i++)
+    if (uop_shape(u)[i] != uop_shape(x)[i]) return true;
+  return false;
+}
+
+static void walk(sched *s, uop *u, bool clean, uop *root) {
+  if (u != root && (is_root(s, u) || u->op == OP_BUFFER)) return;
+  void *key = (void *)((uintptr_t)u | (uintptr_t)clean);
+  if (ptrmap_has(&s->visited, key)) return;
+  ptrmap_put(&s->visited, key, u);
+  if (u != root && u->op == OP_CONTIGUOUS) { add_root(s, u); return; }
+  if (u->op == OP_REDUCE_AXIS) {
+    if (u != root) {
+      uop *owner = ptrmap_get(&s->owner, u);
+      if (!clean || (owner && owner != root)) { add_root(s, u); return; }
+      ptrmap_put(&s->owner, u, root);
+    }
+    walk(s, u->src[0], false, root);
+    return;
+  }
+  if (u->op == OP_PAD || (u->op == OP_EXPAND && expands(u))) clean = false;
+  for (int i = 0; i < u->nsrc; i++) walk(s, u->src[i], clean, root);
+}
+
+/* Grow the root set until every reduce is either fused cleanly or a root itself. */
+static void choose_roots(sched *s) {
+  do {
+    s->changed = false;
+    ptrmap_free(&s->owner);
+    for (size_t i = 0; i < s->root_list.n; i++) {
+      ptrmap_free(&s->visited);
+      walk(s, s->root_list.v[i], true, s->root_list.v[i]);
+    }
+  } while (s->changed);
+  ptrmap_free(&s->visited);
+}
+
+/* ---- kernel ASTs */
+
+typedef struct kctx {
+  sched *s;
+  uop *root;
+  VEC(uop *) bufs; /* slot → BUFFER */
+} kctx;
+
+static uop *to_param(kctx *k, uop *buf) {
+  size_t slot = 0;
+  while (slot < k->bufs.n && k->bufs.v[slot] != buf) slot++;
+  if (slot == k->bufs.n && VEC_PUSH(k->bufs, buf) < 0) return NULL;
+  int64_t arg[TG_MAX_DIMS + 1];
+  arg[0] = (int64_t)slot;
+  memcpy(arg + 1, buf->arg + 1, sizeof(int64_t) * (size_t)(buf->narg - 1));
+  return uop_new(OP_PARAM, buf->dtype, NULL, 0, arg, buf->narg);
+}
+
+/* Inputs of a kernel: other roots and buffers become PARAM slots. */
+static uop *param_rule(void *ctx, uop *u, uop **cap) {
+  (void)cap;
+  kctx *k = ctx;
+  if (u->op == OP_BUFFER) return to_param(k, u);
+  if (u != k->root && is_root(k->s, u)) return to_param(k, ptrmap_get(&k->s->roots, u));
+  return NULL;
+}
+
+static const rule param_rules_list[] = {{"x", param_rule}, {NULL, NULL}};
+
+static uop *kernel_ast(kctx *k, uop *root) {
+  static rule_table *rules;
+  if (!rules) rules = rule_table_compile("kernel_params", param_rules_list);
+  uop *out = ptrmap_get(&k->s->roots, root);
+  if (!to_param(k, out)) return NULL; /* slot 0 */
+  k->root = root;
+  uop *expr = root->op == OP_CONTIGUOUS ? root->src[0] : root;
+  uop *src[8];
+  int n = expr->nsrc;
+  if (n > 8) return NULL;
+  for (int i = 0; i < n; i++)
+    if (!(src[i] = graph_rewrite_ex(expr->src[i], rules, k, true))) return NULL;
+  if (expr->op == OP_BUFFER || (expr != root && is_root(k->s, expr))) expr = param_rule(k, expr, NULL);
+  else if (n) expr = uop_replace_src(expr, src, n);
+  return uop_new(OP_SINK, root->dtype, &expr, 1, uop_shape(root), uop_ndim(root));
+}
+
+/* ---- realized substitution */
+
+static uop *realized_rule(void *ctx, uop *u, uop **cap) {
+  (void)ctx, (void)cap;
+  return u->realized;
+}
+static const rule realized_rules_list[] = {{"x", realized_rule}, {NULL, NULL}};
+
+/* ---- running */
+
+static int run_kernel(uop *ast, uop **bufs, int nbufs, int64_t numel) {
+  if (numel == 0) return 0;
+  program *p = program_get(ast);
+  if (!p) return TG_ERR_COMPILE;
+  void *args[64];
+  if (nbufs > 64) return tg_set_error(TG_ERR_DEVICE, "kernel has %d buffers (max 64)", nbufs);
+  for (int i = 0; i < nbufs; i++) args[i] = buffer_data(bufs[i]);
+  return program_run(p, args);
+}
+
+int schedule_realize(uop **targets, int n) {
+  static rule_table *realized_rules;
+  if (!realized_rules) realized_rules = rule_table_compile("realized", realized_rules_list);
+  size_t mark = uop_pool_mark();
+  sched s = {0};
+  int rc = 0;
+  uop *sink = uop_new(OP_SINK, TG_BOOL, targets, n, NULL, 0);
+  uop *g = sink ? graph_rewrite_ex(sink, realized_rules, NULL, true) : NULL;
+  if (!g) { rc = tg_set_error(TG_ERR_NOMEM, "schedule: out of memory"); goto done; }
+  for (int i = 0; i < g->nsrc; i++)
+    if (g->src[i]->op != OP_BUFFER) add_root(&s, g->src[i]);
+  choose_roots(&s);
+  uop **order;
+  int norder = uop_toposort(g, &order);
+  if (norder < 0) { rc = tg_set_error(TG_ERR_NOMEM, "schedule: out of memory"); goto done; }
+  tg_global_stats.schedules++;
+  for (int i = 0; i < norder && rc == 0; i++) {
+    uop *r = order[i];
+    if (!is_root(&s, r)) continue;
+    uop *buf = buffer_new(r->dtype, uop_shape(r), uop_ndim(r));
+    if (!buf) { rc = TG_ERR_NOMEM; break; }
+    ptrmap_put(&s.roots, r, buf);
+    kctx k = {&s, NULL, {0}};
+    uop *ast = kernel_ast(&k, r);
+    if (tg_debug() >= 3 && ast) {
+      fprintf(stderr, "kernel AST:\n");
+      uop_print(ast, stderr);
+    }
+    rc = ast ? run_kernel(ast, k.bufs.v, (int)k.bufs.n, shape_numel(uop_shape(r), uop_ndim(r)))
+             : tg_set_error(TG_ERR_NOMEM, "schedule: out of memory");
+    VEC_FREE(k.bufs);
+    if (rc == 0 && !r->realized) uop_incref(r->realized = buf);
+  }
+  free(order);
+  /* the caller's nodes learn their buffers too (they may differ from the rewritten ones) */
+  for (int i = 0; i < n && rc == 0; i++) {
+    uop *b = g->src[i]->op == OP_BUFFER ? g->src[i] : g->src[i]->realized;
+    if (targets[i] != b && !targets[i]->realized) uop_incref(targets[i]->realized = b);
+  }
+done:
+  ptrmap_free(&s.roots);
+  ptrmap_free(&s.owner);
+  VEC_FREE(s.root_list);
+  uop_pool_release(mark);
+  return rc;
+}

@@ -1,0 +1,354 @@
+/* reduce.c — reductions, softmax family, cumsum, indexing and matmul. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tensor/tensor.h"
+
+#define POOL_BEGIN size_t pool_mark_ = uop_pool_mark()
+#define POOL_END(u) do { tg_tensor *r_ = tensor_wrap(u); uop_pool_release(pool_mark_); return r_; } while (0)
+
+uop *ureduce(uop *x, uop_op op, const int *axes, int naxes) {
+  int64_t arg[TG_MAX_DIMS + 1];
+  int n = 0;
+  arg[n++] = op;
+  for (int i = 0; i < naxes; i++) arg[n++] = axes[i];
+  if (naxes == 0) return x;
+  return uop_new(OP_REDUCE_AXIS, x->dtype, &x, 1, arg, n);
+}
+
+/* Normalize an axis list into a sorted mask; naxes == 0 means all axes. */
+static bool axes_mask(const char *op, tg_tensor *t, const int *axes, int naxes, bool *mask) {
+  int nd = tg_ndim(t);
+  memset(mask, 0, sizeof(bool) * TG_MAX_DIMS);
+  if (naxes < 0 || (naxes > 0 && !axes)) return tensor_error("%s: invalid axes", op), false;
+  if (naxes == 0)
+    for (int i = 0; i < nd; i++) mask[i] = true;
+  for (int i = 0; i < naxes; i++) {
+    int a = axes[i] < 0 ? axes[i] + nd : axes[i];
+    if (a < 0 || a >= nd) return tensor_error("%s: axis %d out of range for rank %d", op, axes[i], nd), false;
+    if (mask[a]) return tensor_error("%s: axis %d repeated", op, axes[i]), false;
+    mask[a] = true;
+  }
+  return true;
+}
+
+/* Reduce x over the masked axes (keepdim) then drop them unless keepdim. */
+static uop *reduce_mask(uop *x, uop_op op, const bool *mask, bool keepdim) {
+  int nd = uop_ndim(x), axes[TG_MAX_DIMS], n = 0, m = 0;
+  int64_t out[TG_MAX_DIMS];
+  for (int i = 0; i < nd; i++) {
+    if (mask[i]) axes[n++] = i;
+    if (!mask[i] || keepdim) out[m++] = mask[i] ? 1 : uop_shape(x)[i];
+  }
+  return ushape_reshape(ureduce(x, op, axes, n), out, m);
+}
+
+/* sum/prod/max in an accumulation dtype, cast to the result dtype */
+static tg_tensor *reduction(const char *name, tg_tensor *t, const int *axes, int naxes, bool keepdim, uop_op op,
+                            bool widen) {
+  if (!t) return null_arg(name);
+  bool mask[TG_MAX_DIMS];
+  if (!axes_mask(name, t, axes, naxes, mask)) return NULL;
+  POOL_BEGIN;
+  tg_dtype dt = t->u->dtype, out = widen ? dtype_sum_acc(dt) : dt;
+  tg_dtype acc = dtype_is_half(out) ? TG_FLOAT32 : out;
+  if (dt == TG_BOOL && op == OP_MAX) acc = out = TG_BOOL;
+  POOL_END(ucast(reduce_mask(ucast(t->u, acc), op, mask, keepdim), out));
+}
+
+tg_tensor *tg_sum(tg_tensor *t, const int *axes, int naxes, bool keepdim) {
+  return reduction("sum", t, axes, naxes, keepdim, OP_ADD, true);
+}
+tg_tensor *tg_prod(tg_tensor *t, const int *axes, int naxes, bool keepdim) {
+  return reduction("prod", t, axes, naxes, keepdim, OP_MUL, true);
+}
+tg_tensor *tg_max(tg_tensor *t, const int *axes, int naxes, bool keepdim) {
+  return reduction("max", t, axes, naxes, keepdim, OP_MAX, false);
+}
+
+tg_tensor *tg_min(tg_tensor *t, const int *axes, int naxes, bool keepdim) {
+  if (!t) return null_arg("min");
+  tg_scope *s = tg_scope_begin(); /* min = -max(-x) (floats) or ~max(~x) (ints, bools) */
+  tg_tensor *r;
+  if (tg_dtype_is_float(tg_get_dtype(t))) r = tg_neg(tg_max(tg_neg(t), axes, naxes, keepdim));
+  else if (tg_get_dtype(t) == TG_BOOL) r = tg_logical_not(tg_max(tg_logical_not(t), axes, naxes, keepdim));
+  else r = tg_bitwise_not(tg_max(tg_bitwise_not(t), axes, naxes, keepdim));
+  r = tg_keep(r);
+  tg_scope_end(s);
+  return r;
+}
+
+tg_tensor *tg_any(tg_tensor *t, const int *axes, int naxes, bool keepdim) {
+  if (!t) return null_arg("any");
+  tg_scope *s = tg_scope_begin();
+  tg_tensor *r = tg_keep(tg_max(tg_cast(t, TG_BOOL), axes, naxes, keepdim));
+  tg_scope_end(s);
+  return r;
+}
+
+tg_tensor *tg_all(tg_tensor *t, const int *axes, int naxes, bool keepdim) {
+  if (!t) return null_arg("all");
+  tg_scope *s = tg_scope_begin();
+  tg_tensor *r = tg_keep(tg_min(tg_cast(t, TG_BOOL), axes, naxes, keepdim));
+  tg_scope_end(s);
+  return r;
+}
+
+static int64_t reduced_count(tg_tensor *t, const bool *mask) {
+  int64_t n = 1;
+  for (int i = 0; i < tg_ndim(t); i++)
+    if (mask[i]) n *= uop_shape(t->u)[i];
+  return n;
+}
+
+static tg_dtype float_of(tg_dtype dt) { return tg_dtype_is_float(dt) ? dt : TG_FLOAT32; }
+
+tg_tensor *tg_mean(tg_tensor *t, const int *axes, int naxes, bool keepdim) {
+  if (!t) return null_arg("mean");
+  bool mask[TG_MAX_DIMS];
+  if (!axes_mask("mean", t, axes, naxes, mask)) return NULL;
+  tg_scope *s = tg_scope_begin();
+  tg_tensor *x = tg_cast(t, float_of(tg_get_dtype(t)));
+  tg_tensor *r = tg_keep(tg_div_s(tg_sum(x, axes, naxes, keepdim), (double)reduced_count(t, mask)));
+  tg_scope_end(s);
+  return r;
+}
+
+tg_tensor *tg_var(tg_tensor *t, const int *axes, int naxes, bool keepdim, double correction) {
+  if (!t) return null_arg("var");
+  bool mask[TG_MAX_DIMS];
+  if (!axes_mask("var", t, axes, naxes, mask)) return NULL;
+  tg_scope *s = tg_scope_begin();
+  tg_tensor *x = tg_cast(t, float_of(tg_get_dtype(t)));
+  tg_tensor *d = tg_sub(x, tg_mean(x, axes, naxes, true));
+  double n = (double)reduced_count(t, mask) - correction;
+  tg_tensor *r = tg_keep(tg_div_s(tg_sum(tg_mul(d, d), axes, naxes, keepdim), n > 0 ? n : 0));
+  tg_scope_end(s);
+  return r;
+}
+
+tg_tensor *tg_std(tg_tensor *t, const int *axes, int naxes, bool keepdim, double correction) {
+  if (!t) return null_arg("std");
+  tg_scope *s = tg_scope_begin();
+  tg_tensor *r = tg_keep(tg_sqrt(tg_var(t, axes, naxes, keepdim, correction)));
+  tg_scope_end(s);
+  return r;
+}
+
+/* iota along `axis` of a rank-nd shape, shaped (1,..,n,..,1) */
+static tg_tensor *axis_iota(int64_t n, int axis, int nd, tg_dtype dt) {
+  int64_t s[TG_MAX_DIMS];
+  for (int i = 0; i < nd; i++) s[i] = i == axis ? n : 1;
+  return tg_reshape(tg_arange(0, (double)n, 1, dt), s, nd);
+}
+
+static tg_tensor *arg_extreme(const char *name, tg_tensor *t, int axis, bool keepdim, bool is_max) {
+  if (!t) return null_arg(name);
+  int nd = tg_ndim(t);
+  int a = axis < 0 ? axis + nd : axis;
+  if (nd == 0 && (axis == 0 || axis == -1)) a = 0;
+  if (nd > 0 && (a < 0 || a >= nd)) return tensor_error("%s: axis %d out of range for rank %d", name, axis, nd);
+  tg_scope *s = tg_scope_begin();
+  tg_tensor *x = nd ? t : tg_reshape(t, (int64_t[]){1}, 1);
+  if (!is_max) /* argmin(x) = argmax(-x) (floats) or argmax(~x) (ints) */
+    x = tg_dtype_is_float(tg_get_dtype(x)) ? tg_neg(x) : tg_get_dtype(x) == TG_BOOL ? tg_logical_not(x) : tg_bitwise_not(x);
+  int64_t n = uop_shape(x->u)[a];
+  tg_tensor *m = tg_max(x, &a, 1, true);
+  tg_tensor *hit = tg_logical_or(tg_eq(x, m), tg_isnan(x)); /* NaN is the max */
+  tg_tensor *rev = tg_rsub_s((double)n, axis_iota(n, a, tg_ndim(x), TG_INT32));
+  tg_tensor *best = tg_max(tg_mul(tg_cast(hit, TG_INT32), rev), &a, 1, keepdim && nd);
+  tg_tensor *r = tg_keep(tg_rsub_s((double)n, best));
+  tg_scope_end(s);
+  return r;
+}
+
+tg_tensor *tg_argmax(tg_tensor *t, int axis, bool keepdim) { return arg_extreme("argmax", t, axis, keepdim, true); }
+tg_tensor *tg_argmin(tg_tensor *t, int axis, bool keepdim) { return arg_extreme("argmin", t, axis, keepdim, false); }
+
+static bool one_axis(const char *name, tg_tensor *t, int *axis) {
+  int nd = tg_ndim(t), a = *axis < 0 ? *axis + nd : *axis;
+  if (a < 0 || a >= nd) return tensor_error("%s: axis %d out of range for rank %d", name, *axis, nd), false;
+  *axis = a;
+  return true;
+}
+
+tg_tensor *tg_softmax(tg_tensor *t, int axis) {
+  if (!t) return null_arg("softmax");
+  if (!one_axis("softmax", t, &axis)) return NULL;
+  tg_scope *s = tg_scope_begin();
+  tg_tensor *x = tg_cast(t, float_of(tg_get_dtype(t)));
+  tg_tensor *e = tg_exp(tg_sub(x, tg_max(x, &axis, 1, true)));
+  tg_tensor *r = tg_keep(tg_div(e, tg_sum(e, &axis, 1, true)));
+  tg_scope_end(s);
+  return r;
+}
+
+tg_tensor *tg_logsumexp(tg_tensor *t, int axis, bool keepdim) {
+  if (!t) return null_arg("logsumexp");
+  if (!one_axis("logsumexp", t, &axis)) return NULL;
+  tg_scope *s = tg_scope_begin();
+  tg_tensor *x = tg_cast(t, float_of(tg_get_dtype(t)));
+  tg_tensor *m = tg_max(x, &axis, 1, true);
+  m = tg_where(tg_isinf(m), tg_zeros_like(m), m); /* all -inf (or an inf) must not give NaN */
+  tg_tensor *l = tg_add(tg_log(tg_sum(tg_exp(tg_sub(x, m)), &axis, 1, true)), m);
+  tg_tensor *r = tg_keep(keepdim ? l : tg_squeeze(l, axis));
+  tg_scope_end(s);
+  return r;
+}
+
+tg_tensor *tg_log_softmax(tg_tensor *t, int axis) {
+  if (!t) return null_arg("log_softmax");
+  if (!one_axis("log_softmax", t, &axis)) return NULL;
+  tg_scope *s = tg_scope_begin();
+  tg_tensor *x = tg_cast(t, float_of(tg_get_dtype(t)));
+  tg_tensor *r = tg_keep(tg_sub(x, tg_logsumexp(x, axis, true)));
+  tg_scope_end(s);
+  return r;
+}
+
+tg_tensor *tg_cumsum(tg_tensor *t, int axis) {
+  if (!t) return null_arg("cumsum");
+  if (tg_ndim(t) == 0) return tg_sum(t, NULL, 0, false);
+  if (!one_axis("cumsum", t, &axis)) return NULL;
+  /* out[.., i, ..] = sum_j x[.., j, ..] * (j <= i): x gets a new axis i after `axis` */
+  tg_scope *s = tg_scope_begin();
+  int nd = tg_ndim(t);
+  int64_t n = uop_shape(t->u)[axis];
+  tg_tensor *x = tg_cast(t, dtype_sum_acc(tg_get_dtype(t)));
+  tg_tensor *xe = tg_unsqueeze(x, axis + 1); /* (.., j, 1, ..) */
+  tg_tensor *j = axis_iota(n, axis, nd + 1, TG_INT32), *i = axis_iota(n, axis + 1, nd + 1, TG_INT32);
+  tg_tensor *masked = tg_where(tg_le(j, i), xe, tg_zeros_like(xe)); /* (.., j, i, ..) */
+  tg_tensor *r = tg_keep(tg_sum(masked, &axis, 1, false));
+  tg_scope_end(s);
+  return r;
+}
+
+/* ---------------------------------------------------------------- indexing */
+
+tg_tensor *tg_one_hot(tg_tensor *index, int64_t num_classes, tg_dtype dtype) {
+  if (!index) return null_arg("one_hot");
+  if (num_classes < 0) return tensor_error("one_hot: negative class count %lld", (long long)num_classes);
+  if (!dtype_is_int(tg_get_dtype(index)))
+    return tensor_error("one_hot: index must be an integer tensor, got %s", tg_dtype_name(tg_get_dtype(index)));
+  if (!dtype_valid((int)dtype)) return tensor_error("one_hot: invalid dtype %d", (int)dtype);
+  tg_scope *s = tg_scope_begin();
+  int nd = tg_ndim(index);
+  tg_tensor *classes = axis_iota(num_classes, nd, nd + 1, TG_INT64);
+  tg_tensor *r = tg_keep(tg_cast(tg_eq(tg_unsqueeze(tg_cast(index, TG_INT64), -1), classes), dtype));
+  tg_scope_end(s);
+  return r;
+}
+
+/* Sum over `axis` of where(mask, x, 0): selects the one masked value (0 if none). */
+static tg_tensor *select_sum(tg_tensor *mask, tg_tensor *x, int axis) {
+  tg_tensor *picked = tg_where(mask, x, tg_zeros_like(x));
+  uop_op op = tg_get_dtype(x) == TG_BOOL ? OP_MAX : OP_ADD;
+  size_t m = uop_pool_mark();
+  bool ax[TG_MAX_DIMS] = {0};
+  ax[axis] = true;
+  if (!picked) return NULL;
+  tg_tensor *r = tensor_wrap(reduce_mask(picked->u, op, ax, false));
+  uop_pool_release(m);
+  return r;
+}
+
+tg_tensor *tg_gather(tg_tensor *t, int axis, tg_tensor *index) {
+  if (!t || !index) return null_arg("gather");
+  int nd = tg_ndim(t);
+  if (!one_axis("gather", t, &axis)) return NULL;
+  if (!dtype_is_int(tg_get_dtype(index)))
+    return tensor_error("gather: index must be an integer tensor, got %s", tg_dtype_name(tg_get_dtype(index)));
+  char a[256], b[256];
+  if (tg_ndim(index) != nd)
+    return tensor_error("gather: index rank %d differs from input rank %d", tg_ndim(index), nd);
+  int64_t st[TG_MAX_DIMS] = {0}, en[TG_MAX_DIMS];
+  for (int i = 0; i < nd; i++) {
+    en[i] = i == axis ? uop_shape(t->u)[i] : uop_shape(index->u)[i];
+    if (en[i] > uop_shape(t->u)[i])
+      return tensor_error("gather: index %s larger than input %s", tg_fmt_shape(a, sizeof a, uop_shape(index->u), nd),
+                          tg_fmt_shape(b, sizeof b, uop_shape(t->u), nd));
+  }
+  tg_scope *s = tg_scope_begin();
+  int64_t m = uop_shape(t->u)[axis];
+  /* x[.., i_axis, .., m] = t[.., m, ..]; mask[.., i_axis, .., m] = index[..] == m */
+  tg_tensor *x = tg_unsqueeze(tg_shrink(t, st, en), nd); /* (.., M, .., 1) */
+  x = tg_transpose(x, axis, nd);                         /* (.., 1, .., M) */
+  int64_t full[TG_MAX_DIMS + 1];
+  for (int i = 0; i < nd; i++) full[i] = uop_shape(index->u)[i];
+  full[nd] = m;
+  x = tg_expand(x, full, nd + 1);
+  tg_tensor *mask = tg_eq(tg_unsqueeze(tg_cast(index, TG_INT64), nd), axis_iota(m, nd, nd + 1, TG_INT64));
+  tg_tensor *r = tg_keep(select_sum(mask, x, nd));
+  tg_scope_end(s);
+  return r;
+}
+
+tg_tensor *tg_index_select(tg_tensor *t, int axis, tg_tensor *index) {
+  if (!t || !index) return null_arg("index_select");
+  if (!one_axis("index_select", t, &axis)) return NULL;
+  if (!dtype_is_int(tg_get_dtype(index)))
+    return tensor_error("index_select: index must be an integer tensor, got %s", tg_dtype_name(tg_get_dtype(index)));
+  int nd = tg_ndim(t), ni = tg_ndim(index);
+  if (nd + ni > TG_MAX_DIMS) return tensor_error("index_select: rank too large");
+  /* out dims: A (axis dims before), I (index dims), M (selected, reduced), B (after) */
+  int64_t xs[TG_MAX_DIMS], ms[TG_MAX_DIMS];
+  int n = 0;
+  for (int i = 0; i < axis; i++) xs[n] = uop_shape(t->u)[i], ms[n++] = 1;
+  for (int i = 0; i < ni; i++) xs[n] = 1, ms[n++] = uop_shape(index->u)[i];
+  int maxis = n;
+  int64_t m = uop_shape(t->u)[axis];
+  xs[n] = m, ms[n++] = m;
+  for (int i = axis + 1; i < nd; i++) xs[n] = uop_shape(t->u)[i], ms[n++] = 1;
+  tg_scope *s = tg_scope_begin();
+  tg_tensor *x = tg_reshape(t, xs, n);
+  int64_t ishape[TG_MAX_DIMS];
+  for (int i = 0; i < n; i++) ishape[i] = i == maxis ? 1 : ms[i];
+  tg_tensor *idx = tg_reshape(tg_cast(index, TG_INT64), ishape, n);
+  tg_tensor *mask = tg_eq(idx, axis_iota(m, maxis, n, TG_INT64));
+  int64_t full[TG_MAX_DIMS];
+  for (int i = 0; i < n; i++) full[i] = xs[i] > ms[i] ? xs[i] : ms[i];
+  tg_tensor *r = tg_keep(select_sum(tg_expand(mask, full, n), tg_expand(x, full, n), maxis));
+  tg_scope_end(s);
+  return r;
+}
+
+/* ---------------------------------------------------------------- matmul */
+
+tg_tensor *tg_matmul(tg_tensor *a, tg_tensor *b) {
+  if (!a || !b) return null_arg("matmul");
+  int an = tg_ndim(a), bn = tg_ndim(b);
+  char sa[256], sb[256];
+  if (an == 0 || bn == 0) return tensor_error("matmul: operands must have at least 1 dimension (got %s and %s)",
+                                              tg_fmt_shape(sa, sizeof sa, uop_shape(a->u), an),
+                                              tg_fmt_shape(sb, sizeof sb, uop_shape(b->u), bn));
+  int64_t ka = uop_shape(a->u)[an - 1], kb = uop_shape(b->u)[bn > 1 ? bn - 2 : 0];
+  if (ka != kb)
+    return tensor_error("matmul: inner sizes differ: %s @ %s", tg_fmt_shape(sa, sizeof sa, uop_shape(a->u), an),
+                        tg_fmt_shape(sb, sizeof sb, uop_shape(b->u), bn));
+  tg_scope *s = tg_scope_begin();
+  tg_dtype dt = tg_promote_types(tg_get_dtype(a), tg_get_dtype(b));
+  tg_dtype acc = dtype_is_half(dt) ? TG_FLOAT32 : dt;
+  tg_tensor *x = an == 1 ? tg_unsqueeze(a, 0) : a;  /* (.., n, k) */
+  tg_tensor *y = bn == 1 ? tg_unsqueeze(b, 1) : b;  /* (.., k, m) */
+  x = tg_unsqueeze(tg_cast(x, acc), -2);            /* (.., n, 1, k) */
+  y = tg_unsqueeze(tg_transpose(tg_cast(y, acc), -1, -2), -3); /* (.., 1, m, k) */
+  tg_tensor *p = tg_mul(x, y);                      /* broadcast (.., n, m, k) */
+  tg_tensor *r = NULL;
+  if (p) {
+    int last = tg_ndim(p) - 1;
+    bool mask[TG_MAX_DIMS] = {0};
+    mask[last] = true;
+    size_t mark = uop_pool_mark();
+    uop *out = ucast(reduce_mask(p->u, OP_ADD, mask, false), dt);
+    r = tensor_wrap(out);
+    uop_pool_release(mark);
+    if (bn == 1) r = tg_squeeze(r, -1);
+    if (an == 1) r = tg_squeeze(r, bn == 1 ? -1 : -2);
+  }
+  r = tg_keep(r);
+  tg_scope_end(s);
+  return r;
+}
+
+tg_tensor *tg_dot(tg_tensor *a, tg_tensor *b) { return tg_matmul(a, b); }

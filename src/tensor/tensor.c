@@ -1,0 +1,344 @@
+/* tensor.c — tensor handles, scopes, creation, inspection and realization. */
+#include "tensor/tensor.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------- scopes */
+
+struct tg_scope {
+  VEC(tg_tensor *) items;
+  tg_scope *parent;
+};
+
+static tg_scope *current_scope;
+
+static void scope_add(tg_scope *s, tg_tensor *t) {
+  t->scope = NULL;
+  if (!s || VEC_PUSH(s->items, t) < 0) return; /* on OOM the tensor becomes user-owned */
+  t->scope = s, t->slot = s->items.n - 1;
+}
+
+static void scope_detach(tg_tensor *t) {
+  if (t->scope) t->scope->items.v[t->slot] = NULL;
+  t->scope = NULL;
+}
+
+tg_scope *tg_scope_begin(void) {
+  tg_scope *s = calloc(1, sizeof *s);
+  if (!s) return NULL;
+  s->parent = current_scope;
+  current_scope = s;
+  return s;
+}
+
+static void destroy_tensor(tg_tensor *t) {
+  uop_decref(t->u);
+  tg_free(t->grad);
+  free(t);
+}
+
+void tg_scope_end(tg_scope *s) {
+  if (!s) return;
+  while (current_scope && current_scope != s) tg_scope_end(current_scope); /* close inner ones */
+  for (size_t i = 0; i < s->items.n; i++) {
+    tg_tensor *t = s->items.v[i];
+    if (!t) continue;
+    t->scope = NULL;
+    if (--t->refcnt == 0) destroy_tensor(t);
+  }
+  if (current_scope == s) current_scope = s->parent;
+  VEC_FREE(s->items);
+  free(s);
+}
+
+tg_tensor *tg_keep(tg_tensor *t) {
+  if (!t || !t->scope) return t;
+  tg_scope *parent = t->scope->parent;
+  scope_detach(t);
+  scope_add(parent, t);
+  return t;
+}
+
+tg_tensor *tg_retain(tg_tensor *t) {
+  if (t) t->refcnt++;
+  return t;
+}
+
+void tg_free(tg_tensor *t) {
+  if (!t) return;
+  if (t->refcnt > 1) { t->refcnt--; return; }
+  scope_detach(t);
+  destroy_tensor(t);
+}
+
+tg_tensor *tensor_wrap(uop *u) {
+  if (!u) return NULL;
+  tg_tensor *t = calloc(1, sizeof *t);
+  if (!t) return tensor_error("out of memory"), NULL;
+  uop_incref(u);
+  t->u = u, t->refcnt = 1;
+  scope_add(current_scope, t);
+  return t;
+}
+
+tg_tensor *null_arg(const char *op) {
+  if (!tg_last_error()[0]) tg_set_error(TG_ERR_ARG, "%s: NULL tensor argument", op);
+  return NULL;
+}
+
+tg_tensor *tensor_error(const char *fmt, ...) {
+  char msg[900];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  tg_set_error(TG_ERR_ARG, "%s", msg);
+  return NULL;
+}
+
+/* ---------------------------------------------------------------- validation */
+
+static bool check_dtype(const char *op, tg_dtype dt) {
+  if (dtype_valid((int)dt)) return true;
+  tensor_error("%s: invalid dtype %d", op, (int)dt);
+  return false;
+}
+
+static bool check_shape(const char *op, const int64_t *shape, int nd) {
+  if (nd < 0 || nd > TG_MAX_DIMS || (nd > 0 && !shape)) {
+    tensor_error("%s: invalid rank %d (0..%d, shape not NULL)", op, nd, TG_MAX_DIMS);
+    return false;
+  }
+  int64_t numel = 1;
+  for (int i = 0; i < nd; i++) {
+    if (shape[i] < 0 || (shape[i] && numel > INT64_MAX / 8 / shape[i])) {
+      char buf[256];
+      tensor_error("%s: invalid shape %s", op, tg_fmt_shape(buf, sizeof buf, shape, nd));
+      return false;
+    }
+    numel *= shape[i];
+  }
+  return true;
+}
+
+/* ---------------------------------------------------------------- graph helpers */
+
+uop *ushape_reshape(uop *x, const int64_t *shape, int nd) {
+  if (uop_ndim(x) == nd && !memcmp(uop_shape(x), shape, sizeof(int64_t) * (size_t)nd)) return x;
+  return uop_new(OP_RESHAPE, x->dtype, &x, 1, shape, nd);
+}
+
+uop *ushape_expand(uop *x, const int64_t *shape, int nd) {
+  if (uop_ndim(x) == nd && !memcmp(uop_shape(x), shape, sizeof(int64_t) * (size_t)nd)) return x;
+  return uop_new(OP_EXPAND, x->dtype, &x, 1, shape, nd);
+}
+
+uop *ucast(uop *x, tg_dtype dt) { return x->dtype == dt ? x : uop_new1(OP_CAST, dt, x); }
+
+static uop *uconst_shape(double v, tg_dtype dt, const int64_t *shape, int nd) {
+  int64_t ones[TG_MAX_DIMS];
+  for (int i = 0; i < nd; i++) ones[i] = 1;
+  return ushape_expand(ushape_reshape(uop_const(dt, v), ones, nd), shape, nd);
+}
+
+uop *uconst_like(uop *x, double v, tg_dtype dt) { return uconst_shape(v, dt, uop_shape(x), uop_ndim(x)); }
+
+static uop *uiota(int64_t n) { return uop_new(OP_IOTA, TG_INT64, NULL, 0, &n, 1); }
+
+/* ---------------------------------------------------------------- creation */
+
+#define POOL_BEGIN size_t pool_mark_ = uop_pool_mark()
+#define POOL_END(u) do { tg_tensor *r_ = tensor_wrap(u); uop_pool_release(pool_mark_); return r_; } while (0)
+
+tg_tensor *tg_from_data(const void *data, tg_dtype dtype, const int64_t *shape, int ndim) {
+  if (!check_dtype("from_data", dtype) || !check_shape("from_data", shape, ndim)) return NULL;
+  int64_t numel = shape_numel(shape, ndim);
+  if (!data && numel) return tensor_error("from_data: data is NULL");
+  POOL_BEGIN;
+  uop *b = buffer_new(dtype, shape, ndim);
+  if (b && numel) {
+    memcpy(buffer_data(b), data, (size_t)numel * tg_dtype_size(dtype));
+    if (dtype == TG_BOOL) /* only 0/1 are valid _Bool bytes */
+      for (int64_t i = 0; i < numel; i++) ((unsigned char *)buffer_data(b))[i] = ((const unsigned char *)data)[i] != 0;
+  }
+  POOL_END(b);
+}
+
+tg_tensor *tg_full(const int64_t *shape, int ndim, double value, tg_dtype dtype) {
+  if (!check_dtype("full", dtype) || !check_shape("full", shape, ndim)) return NULL;
+  POOL_BEGIN;
+  POOL_END(uconst_shape(value, dtype, shape, ndim));
+}
+
+tg_tensor *tg_zeros(const int64_t *shape, int ndim, tg_dtype dtype) { return tg_full(shape, ndim, 0, dtype); }
+tg_tensor *tg_ones(const int64_t *shape, int ndim, tg_dtype dtype) { return tg_full(shape, ndim, 1, dtype); }
+tg_tensor *tg_scalar(double value, tg_dtype dtype) { return tg_full(NULL, 0, value, dtype); }
+
+tg_tensor *tg_empty(const int64_t *shape, int ndim, tg_dtype dtype) {
+  if (!check_dtype("empty", dtype) || !check_shape("empty", shape, ndim)) return NULL;
+  POOL_BEGIN;
+  POOL_END(buffer_new(dtype, shape, ndim));
+}
+
+tg_tensor *tg_full_like(tg_tensor *t, double value) {
+  if (!t) return null_arg("full_like");
+  return tg_full(uop_shape(t->u), uop_ndim(t->u), value, t->u->dtype);
+}
+tg_tensor *tg_zeros_like(tg_tensor *t) { return t ? tg_full_like(t, 0) : null_arg("zeros_like"); }
+tg_tensor *tg_ones_like(tg_tensor *t) { return t ? tg_full_like(t, 1) : null_arg("ones_like"); }
+tg_tensor *tg_empty_like(tg_tensor *t) {
+  if (!t) return null_arg("empty_like");
+  return tg_empty(uop_shape(t->u), uop_ndim(t->u), t->u->dtype);
+}
+
+tg_tensor *tg_arange(double start, double stop, double step, tg_dtype dtype) {
+  if (!check_dtype("arange", dtype)) return NULL;
+  if (step == 0 || !isfinite(start) || !isfinite(stop) || !isfinite(step))
+    return tensor_error("arange: invalid range start=%g stop=%g step=%g", start, stop, step);
+  double count = ceil((stop - start) / step);
+  int64_t n = count > 0 ? (int64_t)count : 0;
+  if (count > 1e15) return tensor_error("arange: too many elements (%g)", count);
+  POOL_BEGIN;
+  bool exact_int = !dtype_is_float(dtype) && start == floor(start) && step == floor(step);
+  tg_dtype calc = exact_int ? TG_INT64 : TG_FLOAT64; /* numpy computes start + i*step in 64 bits */
+  uop *i = ucast(uiota(n), calc);
+  uop *v = uop_add(uop_mul(i, uconst_like(i, step, calc)), uconst_like(i, start, calc));
+  POOL_END(ucast(v, dtype));
+}
+
+tg_tensor *tg_linspace(double start, double stop, int64_t n, tg_dtype dtype) {
+  if (!check_dtype("linspace", dtype)) return NULL;
+  if (n < 0 || !isfinite(start) || !isfinite(stop)) return tensor_error("linspace: invalid n=%lld", (long long)n);
+  POOL_BEGIN;
+  double step = n > 1 ? (stop - start) / (double)(n - 1) : 0;
+  uop *idx = uiota(n), *i = ucast(idx, TG_FLOAT64);
+  uop *v = uop_add(uop_mul(i, uconst_like(i, step, TG_FLOAT64)), uconst_like(i, start, TG_FLOAT64));
+  uop *last = uop_alu(OP_CMPEQ, idx, uconst_like(idx, (double)(n - 1), TG_INT64));
+  v = uop_new3(OP_WHERE, TG_FLOAT64, last, uconst_like(i, stop, TG_FLOAT64), v);
+  POOL_END(ucast(v, dtype));
+}
+
+tg_tensor *tg_eye(int64_t n, int64_t m, tg_dtype dtype) {
+  if (!check_dtype("eye", dtype)) return NULL;
+  if (n < 0 || m < 0) return tensor_error("eye: invalid size %lld x %lld", (long long)n, (long long)m);
+  POOL_BEGIN;
+  int64_t s[2] = {n, m}, col[2] = {n, 1}, row[2] = {1, m};
+  uop *a = ushape_expand(ushape_reshape(uiota(n), col, 2), s, 2);
+  uop *b = ushape_expand(ushape_reshape(uiota(m), row, 2), s, 2);
+  POOL_END(ucast(uop_alu(OP_CMPEQ, a, b), dtype));
+}
+
+/* ---------------------------------------------------------------- inspection */
+
+int tg_ndim(const tg_tensor *t) { return t ? uop_ndim(t->u) : -1; }
+
+int64_t tg_dim(const tg_tensor *t, int axis) {
+  if (!t) return null_arg("dim"), -1;
+  int nd = uop_ndim(t->u);
+  if (axis < 0) axis += nd;
+  if (axis < 0 || axis >= nd) return tensor_error("dim: axis out of range for rank %d", nd), -1;
+  return uop_shape(t->u)[axis];
+}
+
+int64_t tg_numel(const tg_tensor *t) { return t ? shape_numel(uop_shape(t->u), uop_ndim(t->u)) : -1; }
+tg_dtype tg_get_dtype(const tg_tensor *t) { return t ? (tg_dtype)t->u->dtype : TG_DTYPE_COUNT; }
+
+int tg_shape(const tg_tensor *t, int64_t *out, int cap) {
+  if (!t) return null_arg("shape"), -1;
+  int nd = uop_ndim(t->u);
+  for (int i = 0; i < nd && i < cap; i++) out[i] = uop_shape(t->u)[i];
+  return nd;
+}
+
+bool tg_is_realized(const tg_tensor *t) { return t && t->u->op == OP_BUFFER; }
+
+/* ---------------------------------------------------------------- realization */
+
+int tg_realize_many(tg_tensor **ts, int n) {
+  if (!ts || n < 0) return tg_set_error(TG_ERR_ARG, "realize: invalid tensor list");
+  for (int i = 0; i < n; i++)
+    if (!ts[i]) return null_arg("realize"), TG_ERR_ARG;
+  uop *roots[256], **r = n <= 256 ? roots : malloc(sizeof(uop *) * (size_t)n);
+  if (!r) return tg_set_error(TG_ERR_NOMEM, "realize: out of memory");
+  int nr = 0;
+  for (int i = 0; i < n; i++)
+    if (ts[i]->u->op != OP_BUFFER) r[nr++] = ts[i]->u;
+  int rc = nr ? schedule_realize(r, nr) : 0;
+  for (int i = 0; i < n && rc == 0; i++) {
+    uop *b = ts[i]->u->realized;
+    if (ts[i]->u->op == OP_BUFFER || !b) continue;
+    uop_incref(b);
+    uop_decref(ts[i]->u);
+    ts[i]->u = b;
+  }
+  if (r != roots) free(r);
+  return rc;
+}
+
+int tg_realize(tg_tensor *t) {
+  if (!t) return null_arg("realize"), TG_ERR_ARG;
+  return tg_realize_many(&t, 1);
+}
+
+int tg_to_host(tg_tensor *t, void *dst, size_t nbytes) {
+  if (!t) return null_arg("to_host"), TG_ERR_ARG;
+  size_t need = (size_t)tg_numel(t) * tg_dtype_size(t->u->dtype);
+  if (!dst && need) return tg_set_error(TG_ERR_ARG, "to_host: dst is NULL");
+  if (nbytes != need) {
+    char buf[256];
+    return tg_set_error(TG_ERR_ARG, "to_host: buffer of %zu bytes, tensor %s %s needs %zu", nbytes,
+                        tg_fmt_shape(buf, sizeof buf, uop_shape(t->u), uop_ndim(t->u)),
+                        tg_dtype_name(t->u->dtype), need);
+  }
+  int rc = tg_realize(t);
+  if (rc < 0) return rc;
+  if (need) memcpy(dst, buffer_data(t->u), need);
+  return 0;
+}
+
+double tg_item(tg_tensor *t) {
+  if (!t) return null_arg("item"), NAN;
+  if (tg_numel(t) != 1) return tensor_error("item: tensor has %lld elements, expected 1", (long long)tg_numel(t)), NAN;
+  unsigned char buf[8];
+  if (tg_to_host(t, buf, tg_dtype_size(t->u->dtype)) < 0) return NAN;
+  return dtype_read(buf, t->u->dtype, 0);
+}
+
+int tg_assign_data(tg_tensor *t, const void *data, size_t nbytes) {
+  if (!t) return null_arg("assign_data"), TG_ERR_ARG;
+  size_t need = (size_t)tg_numel(t) * tg_dtype_size(t->u->dtype);
+  if (nbytes != need || (!data && need))
+    return tg_set_error(TG_ERR_ARG, "assign_data: got %zu bytes, tensor needs %zu", nbytes, need);
+  tg_scope *s = tg_scope_begin();
+  tg_tensor *fresh = tg_from_data(data, t->u->dtype, uop_shape(t->u), uop_ndim(t->u));
+  int rc = fresh ? 0 : TG_ERR_NOMEM;
+  if (fresh) { /* a new buffer: graphs built on the old value keep seeing the old value */
+    uop_incref(fresh->u);
+    uop_decref(t->u);
+    t->u = fresh->u;
+  }
+  tg_scope_end(s);
+  return rc;
+}
+
+int tg_assign(tg_tensor *dst, tg_tensor *src) {
+  if (!dst || !src) return null_arg("assign"), TG_ERR_ARG;
+  int nd = uop_ndim(dst->u);
+  if (nd != uop_ndim(src->u) || memcmp(uop_shape(dst->u), uop_shape(src->u), sizeof(int64_t) * (size_t)nd)) {
+    char a[256], b[256];
+    return tg_set_error(TG_ERR_ARG, "assign: shape %s cannot take a value of shape %s",
+                        tg_fmt_shape(a, sizeof a, uop_shape(dst->u), nd),
+                        tg_fmt_shape(b, sizeof b, uop_shape(src->u), uop_ndim(src->u)));
+  }
+  size_t m = uop_pool_mark();
+  uop *v = ucast(src->u, dst->u->dtype);
+  uop_incref(v);
+  uop_decref(dst->u);
+  dst->u = v;
+  uop_pool_release(m);
+  return 0;
+}

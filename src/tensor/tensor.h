@@ -1,0 +1,39 @@
+/* tensor.h — internals of the tensor frontend shared by its files. */
+#ifndef TG_TENSOR_H
+#define TG_TENSOR_H
+
+#include "runtime/helpers.h"
+#include "uop/dtype.h"
+#include "uop/uop.h"
+
+struct tg_tensor {
+  uop *u;             /* the lazy value (strong reference) */
+  int refcnt;         /* handle references */
+  tg_scope *scope;    /* owning scope, NULL if owned by the user */
+  size_t slot;        /* index in the scope's list */
+  tg_tensor *grad;    /* gradient filled by tg_backward */
+  bool requires_grad; /* marked parameter */
+};
+
+#define TG_MAX_DIMS 64
+
+/* A new handle for u in the current scope (u gets a reference). NULL u → NULL. */
+tg_tensor *tensor_wrap(uop *u);
+/* Record "op: NULL argument" unless an earlier error is pending; returns NULL. */
+tg_tensor *null_arg(const char *op);
+/* Error with a message; returns NULL. */
+tg_tensor *tensor_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Graph building on uops (results belong to the uop pool). */
+uop *ushape_reshape(uop *x, const int64_t *shape, int nd);
+uop *ushape_expand(uop *x, const int64_t *shape, int nd);
+uop *ucast(uop *x, tg_dtype dt);
+uop *uconst_like(uop *x, double v, tg_dtype dt); /* a constant broadcast to x's shape */
+uop *ureduce(uop *x, uop_op op, const int *axes, int naxes); /* keepdim, normalized axes */
+
+/* Run a schedule that computes every root; on success each root->realized is set. */
+int schedule_realize(uop **roots, int n);
+/* Allocate a CPU buffer as a BUFFER uop of the given shape (contents zeroed). */
+uop *buffer_new(tg_dtype dt, const int64_t *shape, int nd);
+void *buffer_data(uop *buf);
+#endif

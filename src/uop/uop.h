@@ -1,0 +1,134 @@
+/* uop.h — the IR. A UOp is {op, dtype, src[], arg[]}: immutable, interned (equal content →
+ * same pointer) and reference counted. Every op is described once, in uop_ops[] (uop.c).
+ *
+ * Ownership: uop_new returns a node whose new reference belongs to the current *pool*
+ * (an autorelease stack). Code that builds graphs takes a mark, builds freely, keeps what it
+ * needs with uop_incref, and releases the pool back to the mark. */
+#ifndef TG_UOP_H
+#define TG_UOP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include "tg.h"
+
+/* X-macro: name, number of sources (-1 variadic), group flags. */
+#define UOP_FLAG_UNARY 1u
+#define UOP_FLAG_BINARY 2u
+#define UOP_FLAG_TERNARY 4u
+#define UOP_FLAG_ALU 8u         /* elementwise math */
+#define UOP_FLAG_COMMUTATIVE 16u
+#define UOP_FLAG_MOVEMENT 32u
+#define UOP_FLAG_CMP 64u         /* result is bool */
+#define UOP_FLAG_TENSOR 128u     /* may appear in a tensor graph */
+#define UOP_FLAG_KERNEL 256u     /* may appear in a lowered kernel */
+
+#define U_ (UOP_FLAG_UNARY | UOP_FLAG_ALU | UOP_FLAG_TENSOR | UOP_FLAG_KERNEL)
+#define B_ (UOP_FLAG_BINARY | UOP_FLAG_ALU | UOP_FLAG_TENSOR | UOP_FLAG_KERNEL)
+#define C_ (B_ | UOP_FLAG_COMMUTATIVE)
+#define M_ (UOP_FLAG_MOVEMENT | UOP_FLAG_TENSOR)
+#define UOP_LIST(X)                                                             \
+  /* elementwise unary */                                                       \
+  X(NEG, 1, U_) X(EXP2, 1, U_) X(LOG2, 1, U_) X(SIN, 1, U_) X(SQRT, 1, U_)      \
+  X(RECIP, 1, U_) X(TRUNC, 1, U_) X(NOT, 1, U_) X(CAST, 1, U_)                  \
+  X(BITCAST, 1, U_)                                                             \
+  /* elementwise binary */                                                      \
+  X(ADD, 2, C_) X(MUL, 2, C_) X(SUB, 2, B_) X(FDIV, 2, B_) X(IDIV, 2, B_)       \
+  X(MOD, 2, B_) X(MAX, 2, C_) X(AND, 2, C_) X(OR, 2, C_) X(XOR, 2, C_)          \
+  X(SHL, 2, B_) X(SHR, 2, B_) X(POW, 2, B_)                                     \
+  X(CMPLT, 2, B_ | UOP_FLAG_CMP) X(CMPNE, 2, C_ | UOP_FLAG_CMP)                 \
+  X(CMPEQ, 2, C_ | UOP_FLAG_CMP)                                                \
+  /* elementwise ternary */                                                     \
+  X(WHERE, 3, UOP_FLAG_TERNARY | UOP_FLAG_ALU | UOP_FLAG_TENSOR | UOP_FLAG_KERNEL) \
+  /* tensor graph */                                                            \
+  X(BUFFER, 0, UOP_FLAG_TENSOR) X(PARAM, 0, UOP_FLAG_TENSOR)                    \
+  X(CONST, 0, UOP_FLAG_TENSOR | UOP_FLAG_KERNEL) X(IOTA, 0, UOP_FLAG_TENSOR)    \
+  X(REDUCE_AXIS, 1, UOP_FLAG_TENSOR) X(CONTIGUOUS, 1, UOP_FLAG_TENSOR)          \
+  X(RESHAPE, 1, M_) X(PERMUTE, 1, M_) X(EXPAND, 1, M_) X(PAD, 1, M_)            \
+  X(SHRINK, 1, M_) X(FLIP, 1, M_)                                               \
+  /* lowering and kernels */                                                    \
+  X(INDEX, -1, UOP_FLAG_KERNEL) X(DEFINE_GLOBAL, 0, UOP_FLAG_KERNEL)            \
+  X(RANGE, 1, UOP_FLAG_KERNEL) X(LOAD, -1, UOP_FLAG_KERNEL)                     \
+  X(STORE, 3, UOP_FLAG_KERNEL) X(REDUCE, -1, UOP_FLAG_KERNEL)                   \
+  X(SINK, -1, UOP_FLAG_TENSOR | UOP_FLAG_KERNEL)
+
+typedef enum uop_op {
+#define UOP_ENUM(name, n, f) OP_##name,
+  UOP_LIST(UOP_ENUM)
+#undef UOP_ENUM
+  OP_COUNT
+} uop_op;
+
+typedef struct uop_info {
+  const char *name;
+  int nsrc;
+  unsigned flags;
+} uop_info;
+extern const uop_info uop_ops[OP_COUNT];
+
+typedef struct uop uop;
+struct uop {
+  uint16_t op;
+  uint8_t dtype;      /* tg_dtype; index math is TG_INT64 */
+  uint8_t shape_done; /* cached shape computed */
+  uint32_t refcnt;
+  uint64_t hash;
+  int32_t nsrc, narg;
+  int32_t ndim;       /* cached tensor shape rank (-1: none) */
+  uop **src;
+  int64_t *arg;
+  int64_t *shape;     /* cached tensor shape (owned) */
+  uop *next;          /* intern chain */
+  uop *realized;      /* BUFFER this expression was realized into (strong ref) */
+  int64_t vmin, vmax; /* cached value range of int/bool nodes */
+  uint8_t range_done;
+};
+
+static inline bool uop_is(const uop *u, uop_op op) { return u && u->op == op; }
+static inline unsigned uop_flags(const uop *u) { return uop_ops[u->op].flags; }
+static inline bool uop_is_alu(const uop *u) { return uop_flags(u) & UOP_FLAG_ALU; }
+static inline bool uop_is_movement(const uop *u) { return uop_flags(u) & UOP_FLAG_MOVEMENT; }
+
+/* Build (or find) a node. Sources are borrowed; the result's reference belongs to the pool. */
+uop *uop_new(uop_op op, tg_dtype dtype, uop *const *src, int nsrc, const int64_t *arg, int narg);
+uop *uop_new1(uop_op op, tg_dtype dtype, uop *a);
+uop *uop_new2(uop_op op, tg_dtype dtype, uop *a, uop *b);
+uop *uop_new3(uop_op op, tg_dtype dtype, uop *a, uop *b, uop *c);
+/* A copy of u with other sources (same op, dtype, arg). */
+uop *uop_replace_src(uop *u, uop *const *src, int nsrc);
+
+void uop_incref(uop *u);
+void uop_decref(uop *u);
+
+/* Autorelease pool of references handed out by uop_new. */
+size_t uop_pool_mark(void);
+void uop_pool_release(size_t mark);
+
+/* Constants: ints stored as int64 (uint64 by bits), floats as the bits of a double, so equal
+ * bit patterns intern (NaN dedupes, -0.0 stays distinct). */
+uop *uop_const(tg_dtype dt, double v);
+uop *uop_const_int(tg_dtype dt, int64_t v);
+uop *uop_const_bool(bool v);
+double uop_const_value(const uop *c);   /* as double */
+int64_t uop_const_ivalue(const uop *c); /* as int64 (floats truncate) */
+bool uop_is_const_val(const uop *u, double v);
+
+/* Helpers for index math (TG_INT64). */
+uop *uop_idx(int64_t v);
+uop *uop_add(uop *a, uop *b);
+uop *uop_mul(uop *a, uop *b);
+uop *uop_alu(uop_op op, uop *a, uop *b); /* binary ALU; dtype: bool for CMP ops, else a's */
+
+/* Tensor-graph shape (computed from op/src/arg and cached). ndim -1 for kernel-level ops. */
+int uop_ndim(uop *u);
+const int64_t *uop_shape(uop *u);
+int64_t shape_numel(const int64_t *shape, int ndim);
+
+/* Topological order (sources before users) of the graph under root; caller frees *out. */
+int uop_toposort(uop *root, uop ***out);
+
+/* Debug print of a graph (DEBUG=3). */
+void uop_print(uop *root, FILE *f);
+uint64_t uop_alive_count(void);
+#endif

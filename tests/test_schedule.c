@@ -1,0 +1,520 @@
+/* test_schedule.c — how many kernels the scheduler runs and compiles (tg_get_stats()
+ * kernels_run / kernels_compiled after tg_reset_stats()), and that the fused kernels
+ * compute the right values (checked against naive C loops).
+ *
+ * Inputs are realized before tg_reset_stats so that their upload is not counted. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include "harness.h"
+
+#define TOL 1e-5
+
+static void fill(float *d, int n, int seed) {
+  for (int i = 0; i < n; i++) d[i] = (float)((i * 5 + seed * 7) % 13 - 6) * 0.25f;
+}
+
+/* A realized float32 tensor holding a copy of d. */
+static tg_tensor *input(const float *d, const int64_t *shape, int ndim) {
+  tg_tensor *t = tg_from_data(d, TG_FLOAT32, shape, ndim);
+  CHECK(t != NULL);
+  CHECK(tg_realize(t) == 0);
+  CHECK(tg_is_realized(t));
+  return t;
+}
+
+static uint64_t kernels_run(void) { return tg_get_stats().kernels_run; }
+
+/* Realize t after a counter reset; returns the kernels it ran. */
+static uint64_t realize_count(tg_tensor *t) {
+  tg_reset_stats();
+  CHECK(tg_realize(t) == 0);
+  return kernels_run();
+}
+
+/* Copies t (float32, n elements) to out; copying a realized tensor runs no kernel. */
+static void host(tg_tensor *t, float *out, int n) {
+  uint64_t before = kernels_run();
+  CHECK(tg_to_host(t, out, (size_t)n * sizeof(float)) == 0);
+  CHECK(kernels_run() == before);
+}
+
+#define CHECK_KERNELS(t, n)                                                 \
+  do {                                                                      \
+    uint64_t k_ = realize_count(t);                                         \
+    CHECK(k_ == (uint64_t)(n));                                             \
+    if (k_ != (uint64_t)(n))                                                \
+      printf("  kernels_run = %llu, expected %d\n", (unsigned long long)k_, \
+             (int)(n));                                                     \
+  } while (0)
+
+/* ------------------------------------------------ relu(x @ w + b): 1 kernel */
+
+static void ref_linear_relu(const float *x, const float *w, const float *b, float *y,
+                            int m, int k, int n) {
+  for (int i = 0; i < m; i++)
+    for (int j = 0; j < n; j++) {
+      float acc = 0;
+      for (int p = 0; p < k; p++) acc += x[i * k + p] * w[p * n + j];
+      acc += b[j];
+      y[i * n + j] = acc > 0 ? acc : 0;
+    }
+}
+
+static tg_tensor *linear_relu(tg_tensor *x, tg_tensor *w, tg_tensor *b) {
+  return tg_relu(tg_add(tg_matmul(x, w), b));
+}
+
+TEST(sched_linear_relu_one_kernel) {
+  tg_scope *s = tg_scope_begin();
+  enum { M = 4, K = 8, N = 5 };
+  float xd[M * K], wd[K * N], bd[N];
+  fill(xd, M * K, 1);
+  fill(wd, K * N, 2);
+  fill(bd, N, 3);
+  const int64_t sx[] = {M, K}, sw[] = {K, N}, sb[] = {N};
+  tg_tensor *x = input(xd, sx, 2), *w = input(wd, sw, 2), *b = input(bd, sb, 1);
+  tg_tensor *y = linear_relu(x, w, b);
+  CHECK(y != NULL);
+  CHECK(tg_ndim(y) == 2 && tg_dim(y, 0) == M && tg_dim(y, 1) == N);
+  CHECK_KERNELS(y, 1);
+  float out[M * N], ref[M * N];
+  host(y, out, M * N);
+  ref_linear_relu(xd, wd, bd, ref, M, K, N);
+  for (int i = 0; i < M * N; i++) CHECK_CLOSE(out[i], ref[i], TOL);
+  tg_scope_end(s);
+}
+
+/* ------------------------------------------------------ (a*b).sum(): 1 kernel */
+
+TEST(sched_mul_sum_one_kernel) {
+  tg_scope *s = tg_scope_begin();
+  enum { N = 100 };
+  float ad[N], bd[N];
+  fill(ad, N, 4);
+  fill(bd, N, 5);
+  const int64_t sh[] = {N};
+  tg_tensor *a = input(ad, sh, 1), *b = input(bd, sh, 1);
+  tg_tensor *r = tg_sum(tg_mul(a, b), NULL, 0, false);
+  CHECK(r != NULL);
+  CHECK(tg_ndim(r) == 0);
+  CHECK_KERNELS(r, 1);
+  float out = 0;
+  host(r, &out, 1);
+  double ref = 0;
+  for (int i = 0; i < N; i++) ref += (double)ad[i] * bd[i];
+  CHECK_CLOSE(out, ref, TOL);
+  tg_scope_end(s);
+}
+
+TEST(sched_mul_sum_axis_one_kernel) {
+  tg_scope *s = tg_scope_begin();
+  enum { R = 8, C = 16 };
+  float ad[R * C], bd[R * C];
+  fill(ad, R * C, 6);
+  fill(bd, R * C, 7);
+  const int64_t sh[] = {R, C};
+  tg_tensor *a = input(ad, sh, 2), *b = input(bd, sh, 2);
+  const int ax[] = {1};
+  tg_tensor *r = tg_sum(tg_mul(a, b), ax, 1, false);
+  CHECK(r != NULL);
+  CHECK_KERNELS(r, 1);
+  float out[R];
+  host(r, out, R);
+  for (int i = 0; i < R; i++) {
+    double ref = 0;
+    for (int j = 0; j < C; j++) ref += (double)ad[i * C + j] * bd[i * C + j];
+    CHECK_CLOSE(out[i], ref, TOL);
+  }
+  tg_scope_end(s);
+}
+
+/* ------------------------------------------------- softmax: at most 3 kernels */
+
+TEST(sched_softmax_at_most_three_kernels) {
+  tg_scope *s = tg_scope_begin();
+  enum { R = 4, C = 16 };
+  float xd[R * C];
+  fill(xd, R * C, 8);
+  for (int i = 0; i < R * C; i++) xd[i] *= (float)(1 + i % 3);
+  const int64_t sh[] = {R, C};
+  tg_tensor *x = input(xd, sh, 2);
+  tg_tensor *y = tg_softmax(x, -1);
+  CHECK(y != NULL);
+  uint64_t k = realize_count(y);
+  CHECK(k >= 1 && k <= 3);
+  if (k > 3) printf("  softmax ran %llu kernels\n", (unsigned long long)k);
+  float out[R * C];
+  host(y, out, R * C);
+  for (int i = 0; i < R; i++) {
+    double mx = -INFINITY, sum = 0;
+    for (int j = 0; j < C; j++) mx = fmax(mx, xd[i * C + j]);
+    for (int j = 0; j < C; j++) sum += exp(xd[i * C + j] - mx);
+    for (int j = 0; j < C; j++) CHECK_CLOSE(out[i * C + j], exp(xd[i * C + j] - mx) / sum, TOL);
+  }
+  tg_scope_end(s);
+}
+
+/* ------------------------------------------- 20 elementwise ops: 1 kernel */
+
+TEST(sched_elementwise_chain_of_20_one_kernel) {
+  tg_scope *s = tg_scope_begin();
+  enum { N = 64 };
+  float xd[N], yd[N];
+  fill(xd, N, 9);
+  fill(yd, N, 10);
+  const int64_t sh[] = {N};
+  tg_tensor *x = input(xd, sh, 1), *y = input(yd, sh, 1);
+  tg_tensor *t = x;
+  t = tg_add(t, y);          /* 1 */
+  t = tg_mul_s(t, 0.5);      /* 2 */
+  t = tg_sub_s(t, 1.0);      /* 3 */
+  t = tg_neg(t);             /* 4 */
+  t = tg_abs(t);             /* 5 */
+  t = tg_add_s(t, 0.25);     /* 6 */
+  t = tg_sqrt(t);            /* 7 */
+  t = tg_mul(t, x);          /* 8 */
+  t = tg_relu(t);            /* 9 */
+  t = tg_square(t);          /* 10 */
+  t = tg_add(t, y);          /* 11 */
+  t = tg_maximum(t, x);      /* 12 */
+  t = tg_clip(t, -2.0, 5.0); /* 13 */
+  t = tg_sub(t, y);          /* 14 */
+  t = tg_mul_s(t, 3.0);      /* 15 */
+  t = tg_div_s(t, 2.0);      /* 16 */
+  t = tg_abs(t);             /* 17 */
+  t = tg_add_s(t, 1.0);      /* 18 */
+  t = tg_reciprocal(t);      /* 19 */
+  t = tg_rsub_s(2.0, t);     /* 20 */
+  CHECK(t != NULL);
+  CHECK_KERNELS(t, 1);
+  float out[N];
+  host(t, out, N);
+  for (int i = 0; i < N; i++) {
+    float xv = xd[i], yv = yd[i], v = xv + yv;
+    v = v * 0.5f;
+    v = v - 1.0f;
+    v = -v;
+    v = fabsf(v);
+    v = v + 0.25f;
+    v = sqrtf(v);
+    v = v * xv;
+    v = v > 0 ? v : 0;
+    v = v * v;
+    v = v + yv;
+    v = fmaxf(v, xv);
+    v = fminf(fmaxf(v, -2.0f), 5.0f);
+    v = v - yv;
+    v = v * 3.0f;
+    v = v / 2.0f;
+    v = fabsf(v);
+    v = v + 1.0f;
+    v = 1.0f / v;
+    v = 2.0f - v;
+    CHECK_CLOSE(out[i], v, TOL);
+  }
+  tg_scope_end(s);
+}
+
+/* ------------------------------------ movement ops never add a copy kernel */
+
+enum { A = 2, B = 3, C = 4 };
+static float X234[A * B * C];
+static tg_tensor *x234(void) {
+  for (int i = 0; i < A * B * C; i++) X234[i] = (float)i - 7.5f;
+  const int64_t sh[] = {A, B, C};
+  return input(X234, sh, 3);
+}
+#define XAT(i, j, k) X234[((i) * B + (j)) * C + (k)]
+
+TEST(sched_movement_reshape_no_copy) {
+  tg_scope *s = tg_scope_begin();
+  tg_tensor *x = x234();
+  const int64_t sh[] = {6, 4};
+  tg_tensor *y = tg_add_s(tg_reshape(x, sh, 2), 1.0);
+  CHECK(y != NULL);
+  CHECK_KERNELS(y, 1);
+  float out[24];
+  host(y, out, 24);
+  for (int i = 0; i < 24; i++) CHECK_CLOSE(out[i], X234[i] + 1.0f, TOL);
+  tg_scope_end(s);
+}
+
+TEST(sched_movement_permute_no_copy) {
+  tg_scope *s = tg_scope_begin();
+  tg_tensor *x = x234();
+  const int order[] = {2, 0, 1}; /* (C, A, B) */
+  tg_tensor *y = tg_mul_s(tg_permute(x, order, 3), 2.0);
+  CHECK(y != NULL);
+  CHECK(tg_dim(y, 0) == C && tg_dim(y, 1) == A && tg_dim(y, 2) == B);
+  CHECK_KERNELS(y, 1);
+  float out[24];
+  host(y, out, 24);
+  for (int k = 0; k < C; k++)
+    for (int i = 0; i < A; i++)
+      for (int j = 0; j < B; j++) CHECK_CLOSE(out[(k * A + i) * B + j], 2.0f * XAT(i, j, k), TOL);
+  tg_scope_end(s);
+}
+
+TEST(sched_movement_expand_no_copy) {
+  tg_scope *s = tg_scope_begin();
+  tg_tensor *x = x234();
+  const float vd[] = {10, 20, 30};
+  const int64_t sv[] = {1, B, 1}, se[] = {A, B, C};
+  tg_tensor *v = input(vd, sv, 3);
+  tg_tensor *y = tg_add(tg_expand(v, se, 3), x);
+  CHECK(y != NULL);
+  CHECK_KERNELS(y, 1);
+  float out[24];
+  host(y, out, 24);
+  for (int i = 0; i < A; i++)
+    for (int j = 0; j < B; j++)
+      for (int k = 0; k < C; k++)
+        CHECK_CLOSE(out[(i * B + j) * C + k], XAT(i, j, k) + vd[j], TOL);
+  tg_scope_end(s);
+}
+
+TEST(sched_movement_pad_no_copy) {
+  tg_scope *s = tg_scope_begin();
+  tg_tensor *x = x234();
+  const int64_t before[] = {0, 1, 0}, after[] = {1, 0, 2};
+  tg_tensor *y = tg_add_s(tg_pad(x, before, after, -5.0), 1.0); /* (3, 4, 6) */
+  CHECK(y != NULL);
+  CHECK(tg_dim(y, 0) == 3 && tg_dim(y, 1) == 4 && tg_dim(y, 2) == 6);
+  CHECK_KERNELS(y, 1);
+  float out[72];
+  host(y, out, 72);
+  for (int i = 0; i < 3; i++)
+    for (int j = 0; j < 4; j++)
+      for (int k = 0; k < 6; k++) {
+        int si = i, sj = j - 1, sk = k;
+        int in = si < A && sj >= 0 && sj < B && sk < C;
+        float ref = (in ? XAT(si, sj, sk) : -5.0f) + 1.0f;
+        CHECK_CLOSE(out[(i * 4 + j) * 6 + k], ref, TOL);
+      }
+  tg_scope_end(s);
+}
+
+TEST(sched_movement_shrink_no_copy) {
+  tg_scope *s = tg_scope_begin();
+  tg_tensor *x = x234();
+  const int64_t st[] = {1, 1, 1}, en[] = {2, 3, 4};
+  tg_tensor *y = tg_mul_s(tg_shrink(x, st, en), -1.0); /* (1, 2, 3) */
+  CHECK(y != NULL);
+  CHECK_KERNELS(y, 1);
+  float out[6];
+  host(y, out, 6);
+  for (int j = 0; j < 2; j++)
+    for (int k = 0; k < 3; k++) CHECK_CLOSE(out[j * 3 + k], -XAT(1, j + 1, k + 1), TOL);
+  tg_scope_end(s);
+}
+
+TEST(sched_movement_flip_no_copy) {
+  tg_scope *s = tg_scope_begin();
+  tg_tensor *x = x234();
+  const int ax[] = {0, 2};
+  tg_tensor *y = tg_add_s(tg_flip(x, ax, 2), 0.5);
+  CHECK(y != NULL);
+  CHECK_KERNELS(y, 1);
+  float out[24];
+  host(y, out, 24);
+  for (int i = 0; i < A; i++)
+    for (int j = 0; j < B; j++)
+      for (int k = 0; k < C; k++)
+        CHECK_CLOSE(out[(i * B + j) * C + k], XAT(A - 1 - i, j, C - 1 - k) + 0.5f, TOL);
+  tg_scope_end(s);
+}
+
+TEST(sched_movement_slice_no_copy) {
+  tg_scope *s = tg_scope_begin();
+  tg_tensor *x = x234();
+  /* x[:, :, 3:0:-2] -> k = 3, 1 */
+  tg_tensor *y = tg_add_s(tg_slice(x, 2, 3, 0, -2), 0.0);
+  CHECK(y != NULL);
+  CHECK(tg_dim(y, 2) == 2);
+  CHECK_KERNELS(y, 1);
+  float out[12];
+  host(y, out, 12);
+  for (int i = 0; i < A; i++)
+    for (int j = 0; j < B; j++)
+      for (int k = 0; k < 2; k++) CHECK_CLOSE(out[(i * B + j) * 2 + k], XAT(i, j, 3 - 2 * k), TOL);
+  tg_scope_end(s);
+}
+
+TEST(sched_movement_chain_no_copy) {
+  tg_scope *s = tg_scope_begin();
+  tg_tensor *x = x234();
+  /* transpose -> (A, C, B); flip axis 1; shrink C to 1..3 -> (A, 2, B);
+   * pad B by 1 after -> (A, 2, B+1); reshape -> (A*2, B+1); unsqueeze 0 -> (1, 2A, B+1);
+   * expand to (2, 2A, B+1); then one elementwise op */
+  tg_tensor *t = tg_transpose(x, 1, 2);
+  const int fax[] = {1};
+  t = tg_flip(t, fax, 1);
+  const int64_t st[] = {0, 1, 0}, en[] = {A, 3, B};
+  t = tg_shrink(t, st, en);
+  const int64_t pb[] = {0, 0, 0}, pa[] = {0, 0, 1};
+  t = tg_pad(t, pb, pa, 100.0);
+  const int64_t rs[] = {A * 2, B + 1};
+  t = tg_reshape(t, rs, 2);
+  t = tg_unsqueeze(t, 0);
+  const int64_t ex[] = {2, -1, -1};
+  t = tg_expand(t, ex, 3);
+  tg_tensor *y = tg_mul_s(t, 2.0);
+  CHECK(y != NULL);
+  CHECK(tg_numel(y) == 2 * A * 2 * (B + 1));
+  CHECK_KERNELS(y, 1);
+  float out[2 * A * 2 * (B + 1)];
+  host(y, out, 2 * A * 2 * (B + 1));
+  for (int e = 0; e < 2; e++)
+    for (int i = 0; i < A; i++)
+      for (int c = 0; c < 2; c++)
+        for (int b = 0; b <= B; b++) {
+          /* transposed+flipped index along C: C-1-(c+1) */
+          float ref = b < B ? XAT(i, b, C - 1 - (c + 1)) : 100.0f;
+          CHECK_CLOSE(out[((e * A + i) * 2 + c) * (B + 1) + b], 2.0f * ref, TOL);
+        }
+  tg_scope_end(s);
+}
+
+TEST(sched_contiguous_permute_one_kernel) {
+  tg_scope *s = tg_scope_begin();
+  tg_tensor *x = x234();
+  const int order[] = {2, 1, 0}; /* (C, B, A) */
+  tg_tensor *y = tg_contiguous(tg_permute(x, order, 3));
+  CHECK(y != NULL);
+  CHECK_KERNELS(y, 1);
+  CHECK(tg_is_realized(y));
+  float out[24];
+  host(y, out, 24);
+  for (int k = 0; k < C; k++)
+    for (int j = 0; j < B; j++)
+      for (int i = 0; i < A; i++) CHECK(out[(k * B + j) * A + i] == XAT(i, j, k));
+  tg_scope_end(s);
+}
+
+/* ----------------------------------------- already realized: no kernels */
+
+TEST(sched_realize_already_realized_runs_nothing) {
+  tg_scope *s = tg_scope_begin();
+  tg_tensor *x = x234();
+  CHECK_KERNELS(x, 0);
+  tg_tensor *y = tg_add_s(x, 1.0);
+  CHECK_KERNELS(y, 1);
+  CHECK_KERNELS(y, 0);
+  tg_tensor *ts[] = {x, y};
+  tg_reset_stats();
+  CHECK(tg_realize_many(ts, 2) == 0);
+  CHECK(kernels_run() == 0);
+  float out[24];
+  tg_reset_stats();
+  CHECK(tg_to_host(y, out, sizeof out) == 0);
+  CHECK(kernels_run() == 0);
+  CHECK(tg_get_stats().kernels_compiled == 0);
+  for (int i = 0; i < 24; i++) CHECK_CLOSE(out[i], X234[i] + 1.0f, TOL);
+  tg_scope_end(s);
+}
+
+/* ----------------------------------- same expression again: no compilation */
+
+TEST(sched_same_expression_fresh_inputs_compiles_nothing) {
+  tg_scope *s = tg_scope_begin();
+  enum { M = 3, K = 7, N = 6 };
+  const int64_t sx[] = {M, K}, sw[] = {K, N}, sb[] = {N};
+  for (int round = 0; round < 3; round++) {
+    float xd[M * K], wd[K * N], bd[N];
+    fill(xd, M * K, 11 + round);
+    fill(wd, K * N, 12 + 2 * round);
+    fill(bd, N, 13 + 3 * round);
+    tg_tensor *x = input(xd, sx, 2), *w = input(wd, sw, 2), *b = input(bd, sb, 1);
+    tg_tensor *y = tg_mul_s(linear_relu(x, w, b), 0.75);
+    CHECK(y != NULL);
+    tg_reset_stats();
+    CHECK(tg_realize(y) == 0);
+    tg_stats st = tg_get_stats();
+    CHECK(st.kernels_run == 1);
+    if (round > 0) {
+      CHECK(st.kernels_compiled == 0);
+      if (st.kernels_compiled != 0)
+        printf("  round %d compiled %llu kernels\n", round,
+               (unsigned long long)st.kernels_compiled);
+    }
+    float out[M * N], ref[M * N];
+    host(y, out, M * N);
+    ref_linear_relu(xd, wd, bd, ref, M, K, N);
+    for (int i = 0; i < M * N; i++) CHECK_CLOSE(out[i], ref[i] * 0.75f, TOL);
+  }
+  tg_scope_end(s);
+}
+
+TEST(sched_same_elementwise_fresh_inputs_compiles_nothing) {
+  tg_scope *s = tg_scope_begin();
+  const int64_t sh[] = {5, 7};
+  for (int round = 0; round < 2; round++) {
+    float ad[35], bd[35];
+    fill(ad, 35, 20 + round);
+    fill(bd, 35, 30 + round);
+    tg_tensor *a = input(ad, sh, 2), *b = input(bd, sh, 2);
+    tg_tensor *y = tg_sub(tg_mul(a, b), tg_square(a));
+    tg_reset_stats();
+    CHECK(tg_realize(y) == 0);
+    tg_stats st = tg_get_stats();
+    CHECK(st.kernels_run == 1);
+    if (round == 1) CHECK(st.kernels_compiled == 0);
+    float out[35];
+    host(y, out, 35);
+    for (int i = 0; i < 35; i++) CHECK_CLOSE(out[i], ad[i] * bd[i] - ad[i] * ad[i], TOL);
+  }
+  tg_scope_end(s);
+}
+
+/* ------------------------------------------------------- the tg.h example */
+
+TEST(sched_header_example_one_kernel) {
+  tg_scope *s = tg_scope_begin();
+  const float xd[] = {1, -2, 3, 4, 5, -6};
+  const int64_t sx[] = {2, 3}, sw[] = {3, 4};
+  tg_tensor *x = input(xd, sx, 2);
+  tg_tensor *w = tg_full(sw, 2, 0.5, TG_FLOAT32);
+  tg_tensor *y = tg_relu(tg_add(tg_matmul(x, w), tg_arange(0, 4, 1, TG_FLOAT32)));
+  CHECK(y != NULL);
+  CHECK(tg_ndim(y) == 2 && tg_dim(y, 0) == 2 && tg_dim(y, 1) == 4);
+  CHECK_KERNELS(y, 1);
+  /* rows of x sum to 2 and 3, times 0.5: 1 and 1.5; plus 0..3 */
+  const float ref[] = {1, 2, 3, 4, 1.5f, 2.5f, 3.5f, 4.5f};
+  float out[8];
+  host(y, out, 8);
+  for (int i = 0; i < 8; i++) CHECK_CLOSE(out[i], ref[i], TOL);
+  tg_scope_end(s);
+}
+
+TEST(sched_header_example_relu_clamps) {
+  tg_scope *s = tg_scope_begin();
+  const float xd[] = {1, -2, -3, 4, 5, -6};
+  const int64_t sx[] = {2, 3}, sw[] = {3, 4};
+  tg_tensor *x = input(xd, sx, 2);
+  tg_tensor *w = tg_full(sw, 2, 0.5, TG_FLOAT32);
+  tg_tensor *y = tg_relu(tg_add(tg_matmul(x, w), tg_arange(0, 4, 1, TG_FLOAT32)));
+  CHECK(y != NULL);
+  CHECK_KERNELS(y, 1);
+  /* row sums -4 and 3 -> -2 and 1.5; plus 0..3; relu */
+  const float ref[] = {0, 0, 0, 1, 1.5f, 2.5f, 3.5f, 4.5f};
+  float out[8];
+  host(y, out, 8);
+  for (int i = 0; i < 8; i++) CHECK_CLOSE(out[i], ref[i], TOL);
+  tg_scope_end(s);
+}
+
+/* -------------------------------- lazy constants fuse into the consumer */
+
+TEST(sched_consts_fuse_into_elementwise) {
+  tg_scope *s = tg_scope_begin();
+  tg_tensor *x = x234();
+  const int64_t sh[] = {A, B, C};
+  tg_tensor *y = tg_add(tg_mul(x, tg_full(sh, 3, 3.0, TG_FLOAT32)), tg_ones(sh, 3, TG_FLOAT32));
+  CHECK(y != NULL);
+  CHECK_KERNELS(y, 1);
+  float out[24];
+  host(y, out, 24);
+  for (int i = 0; i < 24; i++) CHECK_CLOSE(out[i], X234[i] * 3.0f + 1.0f, TOL);
+  tg_scope_end(s);
+}
