@@ -860,6 +860,7 @@ def gen_bitcast():
     groups = [["float32", "int32", "uint32"], ["float64", "int64", "uint64"],
               ["float16", "bfloat16", "int16", "uint16"]]
     pairs = [(a, b) for g in groups for a in g for b in g if a != b]
+    # from bool only: not every byte is a valid bool, so bool is never a bitcast target
     pairs += [("int8", "uint8"), ("uint8", "int8"), ("bool", "int8"), ("bool", "uint8")]
     for src, dst in pairs:
         case("values", "bitcast", [Inp(src, BITCAST_VALUES[src])], sargs=(dst,))
@@ -982,6 +983,80 @@ def gen_strided():
     case(S, "floordiv", [Inp("int16", seq(12, "int16", 11), (4, 3), [("permute", (1, 0))]),
                          Inp("int16", [3, -4, 7, -2], (4,), [("flip", (0,))])], desc="permute, flip")
     case(S, "sigmoid", [Inp(f64, seq(10, f64), (10,), [("slice", 0, -2, 1, -3)])], desc="negative slice bounds")
+
+
+# ------------------------------------------------------------------- cross-check
+# The values above are computed exactly (or in float64) and rounded once. As a second
+# opinion, every same-dtype case of these ops is recomputed natively: numpy in the tensor's
+# dtype (float16 arithmetic rounds once per op, ints wrap), torch for bfloat16.
+NATIVE = {
+    "add": "add", "sub": "subtract", "mul": "multiply", "div": "true_divide",
+    "floordiv": "floor_divide", "mod": "remainder", "maximum": "maximum", "minimum": "minimum",
+    "eq": "equal", "ne": "not_equal", "lt": "less", "le": "less_equal", "gt": "greater",
+    "ge": "greater_equal", "bitwise_and": "bitwise_and", "bitwise_or": "bitwise_or",
+    "bitwise_xor": "bitwise_xor", "logical_and": "logical_and", "logical_or": "logical_or",
+    "logical_xor": "logical_xor", "logical_not": "logical_not", "neg": "negative", "abs": "abs",
+    "square": "square", "sqrt": "sqrt", "reciprocal": "reciprocal", "floor": "floor",
+    "ceil": "ceil", "round": "round", "trunc": "trunc", "isnan": "isnan", "isinf": "isinf",
+    "sign": "sign", "exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2", "sin": "sin",
+    "cos": "cos", "tan": "tan", "tanh": "tanh", "sigmoid": "sigmoid", "rsqrt": "rsqrt",
+    "pow": "pow", "relu": "relu",
+}
+
+
+def native(op, d, arrays):
+    if d == "bfloat16":
+        ts = [torch.tensor(np.asarray(a, dtype=np.float64), dtype=torch.float32).to(torch.bfloat16)
+              for a in arrays]
+        tname = {"equal": "eq", "not_equal": "ne", "less": "lt", "less_equal": "le",
+                 "greater": "gt", "greater_equal": "ge", "true_divide": "div"}.get(NATIVE[op], NATIVE[op])
+        if op == "floordiv":
+            r = torch.div(*ts, rounding_mode="floor")
+        else:
+            r = getattr(torch, tname)(*ts)
+        return r.float().numpy().astype(np.float64) if r.dtype != torch.bool else r.numpy()
+    npd = {"float16": np.float16, "float32": np.float32, "float64": np.float64}.get(d)
+    if npd is None:
+        npd = np.bool_ if d == "bool" else getattr(np, d)
+    xs = [np.array(list(a.reshape(-1)), dtype=np.float64 if is_float(d) else object)
+          .astype(npd).reshape(a.shape) for a in arrays]
+    fn = {"round": np.rint, "sigmoid": lambda x: (1 / (1 + np.exp(-x.astype(np.float64)))).astype(x.dtype),
+          "rsqrt": lambda x: (1 / np.sqrt(x.astype(np.float64))).astype(x.dtype),
+          "relu": lambda x: np.maximum(x, x.dtype.type(0)), "pow": np.power}.get(op)
+    return (fn or getattr(np, NATIVE[op]))(*xs)
+
+
+def crosscheck():
+    n = 0
+    for c in CASES:
+        ds = {i.d for i in c["inputs"]}
+        if c["group"] != "values" or c["op"] not in NATIVE or len(ds) != 1 or c["sargs"]:
+            continue
+        d = ds.pop()
+        if c["op"] in ("div", "pow") and not is_float(d):
+            continue                      # numpy: int/int is float64, int**int wraps
+        if d in ("bool",) and c["op"] not in ("eq", "ne", "lt", "le", "gt", "ge", "logical_and",
+                                              "logical_or", "logical_xor", "logical_not",
+                                              "bitwise_and", "bitwise_or", "bitwise_xor"):
+            continue
+        if c["op"] == "sign" and d != "float16" and d != "float32" and d != "float64":
+            continue                      # torch.sign(nan) is 0 (semantics.md: nan)
+        got = np.asarray(native(c["op"], d, [i.array() for i in c["inputs"]])).reshape(-1)
+        od = c["out_dtype"]
+        for g, e in zip(got, c["out"]):
+            if od == "bool" or not is_float(od):
+                ok = int(g) == int(e)
+            elif math.isnan(e) or math.isnan(float(g)):
+                ok = math.isnan(e) and math.isnan(float(g))
+            elif c["mode"] == "close" and math.isfinite(e) and math.isfinite(float(g)):
+                ok = abs(float(g) - e) <= c["atol"] + c["rtol"] * abs(e)
+            elif c["mode"] in ("bits", "close"):
+                ok = float(g) == e and math.copysign(1, float(g)) == math.copysign(1, e)
+            else:
+                ok = float(g) == e
+            assert ok, ("native mismatch", c["op"], c["desc"], g, e)
+        n += 1
+    return n
 
 
 # ---------------------------------------------------------------------------- emit
@@ -1113,8 +1188,9 @@ def main():
         gen_mixed()
         gen_broadcast()
         gen_strided()
+        checked = crosscheck()
     n = emit(OUT)
-    print("wrote %s: %d cases, %d bytes" % (OUT, len(CASES), n))
+    print("wrote %s: %d cases (%d cross-checked natively), %d bytes" % (OUT, len(CASES), checked, n))
 
 
 if __name__ == "__main__":

@@ -138,8 +138,7 @@ def ref_step(v, st):
         return same(np.expand_dims(a, p[0]))
     if op == 'FLATTEN':
         s, e = p[0] % nd, p[1] % nd
-        return same(a.reshape(a.shape[:s] + (-1 if a.size else 0,) + a.shape[e + 1:])
-                    if a.size else a.reshape(a.shape[:s] + (0,) + a.shape[e + 1:]))
+        return same(a.reshape(a.shape[:s] + (int(np.prod(a.shape[s:e + 1])),) + a.shape[e + 1:]))
     if op == 'SLICE':
         idx = [slice(None)] * nd
         idx[p[0]] = slice(p[1], None if p[2] == END else p[2], p[3])

@@ -3,16 +3,20 @@
 #include "harness.h"
 
 #define MAX_TESTS 4096
-static struct { const char *name; test_fn fn; } tests[MAX_TESTS];
+typedef struct test_case {
+  const char *name;
+  test_fn fn;
+} test_case;
+static test_case tests[MAX_TESTS];
 static int ntests;
 int harness_failed_checks;
 
 void harness_register(const char *name, test_fn fn) {
-  if (ntests < MAX_TESTS) tests[ntests++] = (typeof(tests[0])){name, fn};
+  if (ntests < MAX_TESTS) tests[ntests++] = (test_case){name, fn};
 }
 
 static int by_name(const void *a, const void *b) {
-  return strcmp(((const typeof(tests[0]) *)a)->name, ((const typeof(tests[0]) *)b)->name);
+  return strcmp(((const test_case *)a)->name, ((const test_case *)b)->name);
 }
 
 int main(int argc, char **argv) {

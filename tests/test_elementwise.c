@@ -169,6 +169,21 @@ static void ew_print_elem(tg_dtype dt, const void *p, int64_t i) {
     printf("%" PRIu64, b);
 }
 
+/* The inputs of output element i, where that is simple (no views, same size or 0-d). */
+static void ew_print_inputs(const ew_case *c, int64_t i, int64_t n) {
+  for (int k = 0; k < c->nin; k++) {
+    const ew_input *in = &c->in[k];
+    int64_t m = ew_numel(in->shape, in->ndim);
+    if (in->view[0].kind != EW_VIEW_NONE || (m != n && m != 1)) return;
+  }
+  printf(" for input%s ", c->nin > 1 ? "s" : "");
+  for (int k = 0; k < c->nin; k++) {
+    const ew_input *in = &c->in[k];
+    if (k) printf(", ");
+    ew_print_elem(in->dtype, in->data, ew_numel(in->shape, in->ndim) == 1 ? 0 : i);
+  }
+}
+
 /* ------------------------------------------------------------------ running a case */
 
 static void ew_fail(const ew_case *c, const char *what) {
@@ -177,6 +192,7 @@ static void ew_fail(const ew_case *c, const char *what) {
 }
 
 static void ew_run_case(const ew_case *c) {
+  if (getenv("EW_TRACE")) printf("  case [%s %s %s]\n", c->group, c->op, c->desc), fflush(stdout);
   tg_scope *s = tg_scope_begin();
   tg_tensor *in[3] = {0};
   for (int k = 0; k < c->nin; k++) in[k] = ew_make_input(&c->in[k]);
@@ -216,6 +232,7 @@ static void ew_run_case(const ew_case *c) {
         ew_print_elem(c->out_dtype, buf, i);
         printf(", expected ");
         ew_print_elem(c->out_dtype, c->expect, i);
+        ew_print_inputs(c, i, n);
         printf("\n");
       }
       if (bad > 6) printf("  [%s %s %s] ... %d of %" PRId64 " elements differ\n", c->group,

@@ -66,6 +66,7 @@ static void emit_reduce(lin_ctx *c, uop *u) {
   uint64_t saved = c->open;
   int64_t saved_trips = c->trips;
   for (int i = 1; i < u->nsrc; i++) {
+    if (u->src[i]->op != OP_RANGE) continue; /* a size-1 range folded to 0 */
     push(c, L_LOOP, u->src[i]);
     c->open |= deps_of(c, u->src[i]);
     c->trips *= uop_const_ivalue(u->src[i]->src[0]);
@@ -73,7 +74,8 @@ static void emit_reduce(lin_ctx *c, uop *u) {
   emit(c, u->src[0]);
   push(c, L_ACC_UPDATE, u);
   c->info->flops += (uint64_t)c->trips;
-  for (int i = u->nsrc - 1; i >= 1; i--) push(c, L_END, u->src[i]);
+  for (int i = u->nsrc - 1; i >= 1; i--)
+    if (u->src[i]->op == OP_RANGE) push(c, L_END, u->src[i]);
   c->open = saved, c->trips = saved_trips;
 }
 

@@ -201,7 +201,9 @@ uop *lower_kernel(uop *ast, kernel_info *info) {
   static rule_table *lower_rules, *cleanup;
   if (!lower_rules) {
     lower_rules = rule_table_compile("lower", lower_rule_list);
-    rule_table *parts[2] = {rule_table_compile("lower_cleanup", cleanup_rule_list), (rule_table *)symbolic_rules()};
+    static rule_table *parts[2];
+    parts[0] = rule_table_compile("lower_cleanup", cleanup_rule_list);
+    parts[1] = (rule_table *)symbolic_rules();
     cleanup = rule_table_merge("lower_cleanup+symbolic", parts, 2);
   }
   lower_ctx c = {0};

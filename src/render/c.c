@@ -32,20 +32,23 @@ static const alu_spelling alu_c[OP_COUNT] = {
 
 static const char *PRELUDE =
     "#include <math.h>\n#include <string.h>\n"
-    "#define restrict __restrict\n";
+    "#define restrict __restrict\n"
+    "static inline unsigned long long tg_ipow(unsigned long long a,long long b,int sgn){"
+    "if(b<0)return sgn&&(long long)a==-1?((b&1)?a:1):a==1;unsigned long long r=1;"
+    "while(b){if(b&1)r*=a;a*=a;b>>=1;}return r;}\n";
 
 static const char *HALF_HELPERS =
     "static inline float tg_h2f(unsigned short h){unsigned int s=(unsigned int)(h>>15)<<31,e=(h>>10)&31,m=h&1023,b;"
     "if(e==31)b=s|0x7f800000u|(m<<13);else if(e)b=s|((e+112)<<23)|(m<<13);else if(!m)b=s;"
     "else{float f=(float)m*5.9604644775390625e-8f;memcpy(&b,&f,4);b|=s;}float f;memcpy(&f,&b,4);return f;}\n"
     "static inline unsigned short tg_f2h(float f){unsigned int x;memcpy(&x,&f,4);unsigned int s=(x>>16)&0x8000,a=x&0x7fffffffu;"
-    "if(a>=0x7f800000u)return (unsigned short)(s|0x7c00|(a>0x7f800000u?0x200:0));"
+    "if(a>0x7f800000u){unsigned int p=(a>>13)&1023;return (unsigned short)(s|0x7c00|(p?p:0x200));}if(a==0x7f800000u)return (unsigned short)(s|0x7c00);"
     "if(a>=0x477ff000u)return (unsigned short)(s|0x7c00);"
     "if(a<0x38800000u){float v;memcpy(&v,&a,4);return (unsigned short)(s|(unsigned int)nearbyintf(v*16777216.0f));}"
     "unsigned int r=a+0xfffu+((a>>13)&1u);return (unsigned short)(s|((r-0x38000000u)>>13));}\n"
     "static inline float tg_b2f(unsigned short h){unsigned int b=(unsigned int)h<<16;float f;memcpy(&f,&b,4);return f;}\n"
     "static inline unsigned short tg_f2b(float f){unsigned int x;memcpy(&x,&f,4);"
-    "if((x&0x7fffffffu)>0x7f800000u)return (unsigned short)((x>>16)|64);return (unsigned short)((x+0x7fffu+((x>>16)&1u))>>16);}\n"
+    "if((x&0x7fffffffu)>0x7f800000u)return (unsigned short)((x>>16)|((x>>16)&127?0:64));return (unsigned short)((x+0x7fffu+((x>>16)&1u))>>16);}\n"
     "static inline float tg_rh(float f){return tg_h2f(tg_f2h(f));}\n"
     "static inline float tg_rb(float f){return tg_b2f(tg_f2b(f));}\n";
 
@@ -139,6 +142,10 @@ static void alu_expr(renderer *r, uop *u, strbuf *e) {
       else sb_printf(e, "((%s==0||%s==-1)?0:%s%%%s)", b, b, a, b);
       return;
     }
+    case OP_POW:
+      if (fl) break;
+      sb_printf(e, "((%s)tg_ipow((unsigned long long)%s,(long long)%s,%d))", ctype(dt), a, b, !un);
+      return;
     default: break;
   }
   const alu_spelling *sp = &alu_c[u->op];

@@ -139,7 +139,7 @@ static int run_kernel(uop *ast, uop **bufs, int nbufs, int64_t numel) {
   return program_run(p, args);
 }
 
-int schedule_realize(uop **targets, int n) {
+int schedule_realize(uop **targets, int n, uop **out) {
   static rule_table *realized_rules;
   if (!realized_rules) realized_rules = rule_table_compile("realized", realized_rules_list);
   size_t mark = uop_pool_mark();
@@ -170,13 +170,14 @@ int schedule_realize(uop **targets, int n) {
     rc = ast ? run_kernel(ast, k.bufs.v, (int)k.bufs.n, shape_numel(uop_shape(r), uop_ndim(r)))
              : tg_set_error(TG_ERR_NOMEM, "schedule: out of memory");
     VEC_FREE(k.bufs);
-    if (rc == 0 && !r->realized) uop_incref(r->realized = buf);
+    /* remember the buffer, unless r lives inside the (cached) AST: then the cache would keep
+     * the buffer alive forever (a kernel without inputs) */
+    if (rc == 0 && !r->realized && ast->src[0] != r) uop_incref(r->realized = buf);
   }
   free(order);
-  /* the caller's nodes learn their buffers too (they may differ from the rewritten ones) */
   for (int i = 0; i < n && rc == 0; i++) {
-    uop *b = g->src[i]->op == OP_BUFFER ? g->src[i] : g->src[i]->realized;
-    if (targets[i] != b && !targets[i]->realized) uop_incref(targets[i]->realized = b);
+    out[i] = g->src[i]->op == OP_BUFFER ? g->src[i] : ptrmap_get(&s.roots, g->src[i]);
+    uop_incref(out[i]);
   }
 done:
   ptrmap_free(&s.roots);

@@ -108,10 +108,7 @@ static uop *b_idiv(uop *a, uop *b) {
 }
 static uop *b_floordiv(uop *a, uop *b) { return ufloordiv(a, b); }
 static uop *b_mod(uop *a, uop *b) { return umod(a, b); }
-static uop *b_pow(uop *a, uop *b) {
-  if (dtype_is_float(a->dtype)) return bin(OP_POW, a, b);
-  return ucast(bin(OP_POW, ucast(a, TG_FLOAT64), ucast(b, TG_FLOAT64)), a->dtype);
-}
+static uop *b_pow(uop *a, uop *b) { return bin(OP_POW, a, b); }
 static uop *b_max(uop *a, uop *b) { return bin(OP_MAX, a, b); }
 static uop *b_min(uop *a, uop *b) { return umin(a, b); }
 static uop *b_eq(uop *a, uop *b) { return bin(OP_CMPEQ, a, b); }
@@ -225,7 +222,8 @@ static uop *u_rsqrt(uop *x) { return un(OP_RECIP, un(OP_SQRT, x)); }
 static uop *u_relu(uop *x) { return bin(OP_MAX, x, k(x, 0)); }
 static uop *u_abs(uop *x) {
   if (x->dtype == TG_BOOL || dtype_is_unsigned(x->dtype)) return x;
-  return bin(OP_MAX, x, un(OP_NEG, x));
+  if (!dtype_is_float(x->dtype)) return bin(OP_MAX, x, un(OP_NEG, x));
+  return where(bin(OP_CMPLT, x, k(x, 0)), un(OP_NEG, x), bin(OP_ADD, x, k(x, 0))); /* -0 + 0 = +0 */
 }
 static uop *u_sign(uop *x) {
   if (x->dtype == TG_BOOL) return x;
@@ -293,7 +291,6 @@ tg_tensor *tg_floor(tg_tensor *t) { return unary("floor", t, U_ANY, u_floor); }
 tg_tensor *tg_ceil(tg_tensor *t) { return unary("ceil", t, U_ANY, u_ceil); }
 tg_tensor *tg_round(tg_tensor *t) { return unary("round", t, U_ANY, u_round); }
 tg_tensor *tg_trunc(tg_tensor *t) { return unary("trunc", t, U_ANY, u_trunc); }
-tg_tensor *tg_logical_not(tg_tensor *t) { return unary("logical_not", t, U_ANY, u_lnot); }
 tg_tensor *tg_bitwise_not(tg_tensor *t) { return unary("bitwise_not", t, U_INT, u_bnot); }
 
 static tg_tensor *to_bool(const char *name, tg_tensor *t, uop *(*build)(uop *)) {
@@ -303,6 +300,7 @@ static tg_tensor *to_bool(const char *name, tg_tensor *t, uop *(*build)(uop *)) 
 }
 tg_tensor *tg_isnan(tg_tensor *t) { return to_bool("isnan", t, u_isnan); }
 tg_tensor *tg_isinf(tg_tensor *t) { return to_bool("isinf", t, u_isinf); }
+tg_tensor *tg_logical_not(tg_tensor *t) { return to_bool("logical_not", t, u_lnot); }
 
 tg_tensor *tg_clip(tg_tensor *t, double lo, double hi) {
   if (!t) return null_arg("clip");
@@ -322,8 +320,8 @@ tg_tensor *tg_cast(tg_tensor *t, tg_dtype dtype) {
 tg_tensor *tg_bitcast(tg_tensor *t, tg_dtype dtype) {
   if (!t) return null_arg("bitcast");
   if (!dtype_valid((int)dtype)) return tensor_error("bitcast: invalid dtype %d", (int)dtype);
-  if (tg_dtype_size(dtype) != tg_dtype_size(t->u->dtype) || dtype == TG_BOOL || t->u->dtype == TG_BOOL)
-    return tensor_error("bitcast: %s and %s differ in size or involve bool", tg_dtype_name(t->u->dtype),
+  if (tg_dtype_size(dtype) != tg_dtype_size(t->u->dtype) || dtype == TG_BOOL) /* any byte is no valid bool */
+    return tensor_error("bitcast: cannot reinterpret %s as %s (sizes differ or target is bool)", tg_dtype_name(t->u->dtype),
                         tg_dtype_name(dtype));
   POOL_BEGIN;
   POOL_END(t->u->dtype == dtype ? t->u : uop_new1(OP_BITCAST, dtype, t->u));

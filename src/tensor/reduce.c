@@ -69,6 +69,8 @@ tg_tensor *tg_max(tg_tensor *t, const int *axes, int naxes, bool keepdim) {
 
 tg_tensor *tg_min(tg_tensor *t, const int *axes, int naxes, bool keepdim) {
   if (!t) return null_arg("min");
+  bool mask[TG_MAX_DIMS];
+  if (!axes_mask("min", t, axes, naxes, mask)) return NULL;
   tg_scope *s = tg_scope_begin(); /* min = -max(-x) (floats) or ~max(~x) (ints, bools) */
   tg_tensor *r;
   if (tg_dtype_is_float(tg_get_dtype(t))) r = tg_neg(tg_max(tg_neg(t), axes, naxes, keepdim));
@@ -202,7 +204,10 @@ tg_tensor *tg_log_softmax(tg_tensor *t, int axis) {
   if (!one_axis("log_softmax", t, &axis)) return NULL;
   tg_scope *s = tg_scope_begin();
   tg_tensor *x = tg_cast(t, float_of(tg_get_dtype(t)));
-  tg_tensor *r = tg_keep(tg_sub(x, tg_logsumexp(x, axis, true)));
+  tg_tensor *m = tg_max(x, &axis, 1, true);
+  m = tg_where(tg_isinf(m), tg_zeros_like(m), m);
+  tg_tensor *d = tg_sub(x, m); /* (x - m) - log(sum(exp(x - m))): no large magnitudes */
+  tg_tensor *r = tg_keep(tg_sub(d, tg_log(tg_sum(tg_exp(d), &axis, 1, true))));
   tg_scope_end(s);
   return r;
 }
@@ -326,6 +331,12 @@ tg_tensor *tg_matmul(tg_tensor *a, tg_tensor *b) {
   if (ka != kb)
     return tensor_error("matmul: inner sizes differ: %s @ %s", tg_fmt_shape(sa, sizeof sa, uop_shape(a->u), an),
                         tg_fmt_shape(sb, sizeof sb, uop_shape(b->u), bn));
+  for (int i = 3; i <= an && i <= bn; i++) { /* batch axes must broadcast */
+    int64_t x = uop_shape(a->u)[an - i], y = uop_shape(b->u)[bn - i];
+    if (x != y && x != 1 && y != 1)
+      return tensor_error("matmul: batch axes of %s and %s cannot broadcast",
+                          tg_fmt_shape(sa, sizeof sa, uop_shape(a->u), an), tg_fmt_shape(sb, sizeof sb, uop_shape(b->u), bn));
+  }
   tg_scope *s = tg_scope_begin();
   tg_dtype dt = tg_promote_types(tg_get_dtype(a), tg_get_dtype(b));
   tg_dtype acc = dtype_is_half(dt) ? TG_FLOAT32 : dt;

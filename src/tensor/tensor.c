@@ -127,13 +127,17 @@ static bool check_shape(const char *op, const int64_t *shape, int nd) {
 
 /* ---------------------------------------------------------------- graph helpers */
 
+static bool same_shape(uop *x, const int64_t *shape, int nd) {
+  return uop_ndim(x) == nd && (nd == 0 || !memcmp(uop_shape(x), shape, sizeof(int64_t) * (size_t)nd));
+}
+
 uop *ushape_reshape(uop *x, const int64_t *shape, int nd) {
-  if (uop_ndim(x) == nd && !memcmp(uop_shape(x), shape, sizeof(int64_t) * (size_t)nd)) return x;
+  if (same_shape(x, shape, nd)) return x;
   return uop_new(OP_RESHAPE, x->dtype, &x, 1, shape, nd);
 }
 
 uop *ushape_expand(uop *x, const int64_t *shape, int nd) {
-  if (uop_ndim(x) == nd && !memcmp(uop_shape(x), shape, sizeof(int64_t) * (size_t)nd)) return x;
+  if (same_shape(x, shape, nd)) return x;
   return uop_new(OP_EXPAND, x->dtype, &x, 1, shape, nd);
 }
 
@@ -217,7 +221,7 @@ tg_tensor *tg_linspace(double start, double stop, int64_t n, tg_dtype dtype) {
   double step = n > 1 ? (stop - start) / (double)(n - 1) : 0;
   uop *idx = uiota(n), *i = ucast(idx, TG_FLOAT64);
   uop *v = uop_add(uop_mul(i, uconst_like(i, step, TG_FLOAT64)), uconst_like(i, start, TG_FLOAT64));
-  uop *last = uop_alu(OP_CMPEQ, idx, uconst_like(idx, (double)(n - 1), TG_INT64));
+  uop *last = uop_alu(OP_CMPEQ, idx, uconst_like(idx, n > 1 ? (double)(n - 1) : -1.0, TG_INT64));
   v = uop_new3(OP_WHERE, TG_FLOAT64, last, uconst_like(i, stop, TG_FLOAT64), v);
   POOL_END(ucast(v, dtype));
 }
@@ -262,20 +266,20 @@ int tg_realize_many(tg_tensor **ts, int n) {
   if (!ts || n < 0) return tg_set_error(TG_ERR_ARG, "realize: invalid tensor list");
   for (int i = 0; i < n; i++)
     if (!ts[i]) return null_arg("realize"), TG_ERR_ARG;
-  uop *roots[256], **r = n <= 256 ? roots : malloc(sizeof(uop *) * (size_t)n);
-  if (!r) return tg_set_error(TG_ERR_NOMEM, "realize: out of memory");
+  uop **r = malloc(sizeof(uop *) * 2 * (size_t)(n ? n : 1)), **bufs = r + n;
+  int *which = malloc(sizeof(int) * (size_t)(n ? n : 1));
+  if (!r || !which) return free(r), free(which), tg_set_error(TG_ERR_NOMEM, "realize: out of memory");
   int nr = 0;
   for (int i = 0; i < n; i++)
-    if (ts[i]->u->op != OP_BUFFER) r[nr++] = ts[i]->u;
-  int rc = nr ? schedule_realize(r, nr) : 0;
-  for (int i = 0; i < n && rc == 0; i++) {
-    uop *b = ts[i]->u->realized;
-    if (ts[i]->u->op == OP_BUFFER || !b) continue;
-    uop_incref(b);
-    uop_decref(ts[i]->u);
-    ts[i]->u = b;
+    if (ts[i]->u->op != OP_BUFFER) which[nr] = i, r[nr++] = ts[i]->u;
+  int rc = nr ? schedule_realize(r, nr, bufs) : 0;
+  for (int j = 0; j < nr && rc == 0; j++) { /* bufs[j] is a new reference: swap it in */
+    tg_tensor *t = ts[which[j]];
+    if (t->u->op == OP_BUFFER) { uop_decref(bufs[j]); continue; } /* same tensor listed twice */
+    uop_decref(t->u);
+    t->u = bufs[j];
   }
-  if (r != roots) free(r);
+  free(r), free(which);
   return rc;
 }
 

@@ -31,8 +31,9 @@ uop *ucast(uop *x, tg_dtype dt);
 uop *uconst_like(uop *x, double v, tg_dtype dt); /* a constant broadcast to x's shape */
 uop *ureduce(uop *x, uop_op op, const int *axes, int naxes); /* keepdim, normalized axes */
 
-/* Run a schedule that computes every root; on success each root->realized is set. */
-int schedule_realize(uop **roots, int n);
+/* Run a schedule that computes every root; on success out[i] is a new reference to the
+ * BUFFER holding roots[i]. */
+int schedule_realize(uop **roots, int n, uop **out);
 /* Allocate a CPU buffer as a BUFFER uop of the given shape (contents zeroed). */
 uop *buffer_new(tg_dtype dt, const int64_t *shape, int nd);
 void *buffer_data(uop *buf);

@@ -77,7 +77,11 @@ uint16_t float_to_half(float f) {
   uint32_t x;
   memcpy(&x, &f, 4);
   uint32_t sign = (x >> 16) & 0x8000, ax = x & 0x7fffffffu;
-  if (ax >= 0x7f800000u) return (uint16_t)(sign | 0x7c00 | (ax > 0x7f800000u ? 0x200 : 0));
+  if (ax > 0x7f800000u) { /* NaN: keep the top payload bits, stay a NaN */
+    uint32_t payload = (ax >> 13) & 0x3ff;
+    return (uint16_t)(sign | 0x7c00 | (payload ? payload : 0x200));
+  }
+  if (ax == 0x7f800000u) return (uint16_t)(sign | 0x7c00);
   if (ax >= 0x477ff000u) return (uint16_t)(sign | 0x7c00); /* rounds to >= 65520: inf */
   if (ax < 0x38800000u) {                                  /* subnormal or zero in half */
     float a;
@@ -98,7 +102,8 @@ float bf16_to_float(uint16_t h) {
 uint16_t float_to_bf16(float f) {
   uint32_t x;
   memcpy(&x, &f, 4);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40); /* quiet NaN */
+  if ((x & 0x7fffffffu) > 0x7f800000u) /* NaN: truncate, but keep it a NaN */
+    return (uint16_t)((x >> 16) | ((x >> 16) & 0x7f ? 0 : 0x40));
   return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
 }
 
