@@ -104,7 +104,7 @@ void *cpu_compile(const char *src, const char *name) {
 
 /* ---------------------------------------------------------------- programs */
 
-static ptrmap by_ast;    /* kernel AST → program (the AST is kept alive) */
+static ptrmap by_ast;    /* serialized-AST hash → cached_program chain */
 static ptrmap by_source; /* interned source hash → program, for equal source from other ASTs */
 
 static program *build_program(uop *ast) {
@@ -135,12 +135,28 @@ fail:
   return NULL;
 }
 
+/* Programs are found by the serialized AST (not by node pointer), so the cache never keeps a
+ * tensor graph alive: a loop that builds fresh graphs keeps memory flat. */
+typedef struct cached_program {
+  int64_t *key;
+  int nkey;
+  program *prog;
+  struct cached_program *next; /* same hash */
+} cached_program;
+
 program *program_get(uop *ast) {
-  program *p = ptrmap_get(&by_ast, ast);
-  if (p) return p;
-  if (!(p = build_program(ast))) return NULL;
-  uop_incref(ast);
-  ptrmap_put(&by_ast, ast, p);
+  int64_t *key;
+  int nkey = uop_serialize(ast, &key);
+  if (nkey < 0) { tg_set_error(TG_ERR_NOMEM, "program cache: out of memory"); return NULL; }
+  uint64_t h = hash_bytes(key, (size_t)nkey * sizeof *key, 11) | 1;
+  cached_program *head = ptrmap_get(&by_ast, (void *)(uintptr_t)h);
+  for (cached_program *c = head; c; c = c->next)
+    if (c->nkey == nkey && !memcmp(c->key, key, (size_t)nkey * sizeof *key)) { free(key); return c->prog; }
+  program *p = build_program(ast);
+  cached_program *c = p ? malloc(sizeof *c) : NULL;
+  if (!c) { free(key); return p; } /* uncached: built again next time */
+  *c = (cached_program){key, nkey, p, head};
+  ptrmap_put(&by_ast, (void *)(uintptr_t)h, c);
   return p;
 }
 

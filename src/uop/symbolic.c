@@ -146,6 +146,11 @@ static int64_t sat_add(int64_t a, int64_t b, bool *ovf) {
   if (__builtin_add_overflow(a, b, &r)) *ovf = true;
   return r;
 }
+static int64_t sat_sub(int64_t a, int64_t b, bool *ovf) {
+  int64_t r;
+  if (__builtin_sub_overflow(a, b, &r)) *ovf = true;
+  return r;
+}
 static int64_t sat_mul(int64_t a, int64_t b, bool *ovf) {
   int64_t r;
   if (__builtin_mul_overflow(a, b, &r)) *ovf = true;
@@ -178,7 +183,7 @@ static void compute_range(uop *u) {
       break;
     case OP_SUB:
       if (!ints) break;
-      lo = sat_add(a0, -b1, &ovf), hi = sat_add(a1, -b0, &ovf);
+      lo = sat_sub(a0, b1, &ovf), hi = sat_sub(a1, b0, &ovf);
       break;
     case OP_MUL: {
       if (!ints) break;

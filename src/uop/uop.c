@@ -283,6 +283,28 @@ int uop_toposort(uop *root, uop ***out) {
   return (int)order.n;
 }
 
+int uop_serialize(uop *root, int64_t **out) {
+  uop **order;
+  int n = uop_toposort(root, &order);
+  if (n < 0) return -1;
+  VEC(int64_t) w = {0};
+  ptrmap ids = {0};
+  int rc = 0;
+  for (int i = 0; i < n && !rc; i++) {
+    uop *u = order[i];
+    rc |= ptrmap_put(&ids, u, (void *)(intptr_t)(i + 1));
+    rc |= VEC_PUSH(w, ((int64_t)u->op << 40) | ((int64_t)u->dtype << 32) | u->nsrc);
+    rc |= VEC_PUSH(w, u->narg);
+    for (int j = 0; j < u->nsrc && !rc; j++) rc |= VEC_PUSH(w, (intptr_t)ptrmap_get(&ids, u->src[j]));
+    for (int j = 0; j < u->narg && !rc; j++) rc |= VEC_PUSH(w, u->arg[j]);
+  }
+  ptrmap_free(&ids);
+  free(order);
+  if (rc) { VEC_FREE(w); return -1; }
+  *out = w.v;
+  return (int)w.n;
+}
+
 void uop_print(uop *root, FILE *f) {
   uop **order;
   int n = uop_toposort(root, &order);

@@ -128,6 +128,10 @@ int64_t shape_numel(const int64_t *shape, int ndim);
 /* Topological order (sources before users) of the graph under root; caller frees *out. */
 int uop_toposort(uop *root, uop ***out);
 
+/* A self-contained encoding of the graph under root (ops, dtypes, args, edges as indices), so
+ * a cache can recognise an equal graph later without keeping its nodes alive. Caller frees. */
+int uop_serialize(uop *root, int64_t **out);
+
 /* Debug print of a graph (DEBUG=3). */
 void uop_print(uop *root, FILE *f);
 uint64_t uop_alive_count(void);
