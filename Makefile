@@ -5,7 +5,7 @@ BUILD   ?= build
 PREFIX  ?= /usr/local
 OPT     ?= -O2 -g
 CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fPIC $(OPT) -Iinclude -Isrc
-LDLIBS  += -lm -ldl -lpthread
+LDLIBS  += -lz -lm -ldl -lpthread
 
 SRCS    := $(sort $(wildcard src/*/*.c))
 OBJS    := $(SRCS:%.c=$(BUILD)/%.o)
@@ -29,7 +29,7 @@ $(BUILD)/libtg.so: $(OBJS)
 
 $(BUILD)/tg.pc: Makefile
 	@mkdir -p $(BUILD)
-	@printf 'prefix=%s\nincludedir=$${prefix}/include\nlibdir=$${prefix}/lib\n\nName: tg\nDescription: lazy tensors and a kernel compiler in C\nVersion: 0.1.0\nCflags: -I$${includedir}\nLibs: -L$${libdir} -ltg\nLibs.private: -lm -ldl -lpthread\n' \
+	@printf 'prefix=%s\nincludedir=$${prefix}/include\nlibdir=$${prefix}/lib\n\nName: tg\nDescription: lazy tensors and a kernel compiler in C\nVersion: 0.1.0\nCflags: -I$${includedir}\nLibs: -L$${libdir} -ltg\nLibs.private: -lz -lm -ldl -lpthread\n' \
 	  "$(if $(INSTALLING),$(PREFIX),$(abspath .))" > $@
 	@if [ -z "$(INSTALLING)" ]; then sed -i 's|^libdir=.*|libdir=$(abspath $(BUILD))|' $@; fi
 
@@ -54,7 +54,7 @@ test-sanitize:
 install: all
 	$(MAKE) INSTALLING=1 -B $(BUILD)/tg.pc
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
-	install -m644 include/tg.h $(DESTDIR)$(PREFIX)/include/
+	install -m644 include/tg.h include/tg_nn.h $(DESTDIR)$(PREFIX)/include/
 	install -m644 $(BUILD)/libtg.a $(DESTDIR)$(PREFIX)/lib/
 	install -m755 $(BUILD)/libtg.so $(DESTDIR)$(PREFIX)/lib/
 	install -m644 $(BUILD)/tg.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/

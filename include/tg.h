@@ -287,4 +287,6 @@ tg_tensor *tg_dot(tg_tensor *a, tg_tensor *b);
 #ifdef __cplusplus
 }
 #endif
+
+#include "tg_nn.h" /* autograd, random, nn, optimizers, model files, data */
 #endif /* TG_H */

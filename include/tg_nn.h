@@ -1,0 +1,203 @@
+/* tg_nn.h — training on top of the core API: autograd, random numbers, nn functions and
+ * layers, optimizers, model files and data loading. Included by tg.h; same conventions:
+ * functions that make tensors return NULL on error with a message in tg_last_error(),
+ * functions returning int return 0 or a negative tg_status. */
+#ifndef TG_NN_H
+#define TG_NN_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------ autograd
+ * Gradients are built by a rewrite of the graph (one derivative rule per primitive op) and
+ * are lazy tensors like any other: forward, backward and the optimizer update realize
+ * together. */
+
+/** Mark (or unmark) t as a parameter whose gradient tg_backward fills. Returns t. */
+tg_tensor *tg_requires_grad(tg_tensor *t, bool on);
+bool tg_get_requires_grad(const tg_tensor *t);
+/** Gradients of scalar y with respect to each xs[i] (new tensors in the current scope;
+ *  a zero tensor where y does not depend on xs[i]). Works on gradients (higher order). */
+int tg_gradient(tg_tensor *y, tg_tensor **xs, int n, tg_tensor **grads_out);
+/** Accumulate d(loss)/d(p) into tg_grad(p) for every parameter p that loss depends on. */
+int tg_backward(tg_tensor *loss);
+/** The accumulated gradient of t (owned by t; NULL if none). */
+tg_tensor *tg_grad(tg_tensor *t);
+/** Drop the accumulated gradient of t. */
+void tg_zero_grad(tg_tensor *t);
+/** The same value with no gradient flowing through it. */
+tg_tensor *tg_detach(tg_tensor *t);
+
+/* -------------------------------------------------------------- random
+ * Counter-based (threefry 2x32, 32-bit arithmetic only) generator evaluated on the device.
+ * The same seed gives the same numbers on every run. */
+
+void tg_manual_seed(uint64_t seed);
+tg_tensor *tg_rand(const int64_t *shape, int ndim, tg_dtype dtype);  /**< uniform [0, 1) */
+tg_tensor *tg_randn(const int64_t *shape, int ndim, tg_dtype dtype); /**< standard normal */
+tg_tensor *tg_randint(const int64_t *shape, int ndim, int64_t low, int64_t high, tg_dtype dtype); /**< [low, high) */
+tg_tensor *tg_uniform(const int64_t *shape, int ndim, double low, double high, tg_dtype dtype);
+tg_tensor *tg_normal(const int64_t *shape, int ndim, double mean, double std, tg_dtype dtype);
+/** Initializers (PyTorch conventions: fan_in = shape[1] * prod(shape[2:]), fan_out = shape[0] * ...). */
+tg_tensor *tg_kaiming_uniform(const int64_t *shape, int ndim, double a, tg_dtype dtype);
+tg_tensor *tg_kaiming_normal(const int64_t *shape, int ndim, double a, tg_dtype dtype);
+tg_tensor *tg_glorot_uniform(const int64_t *shape, int ndim, tg_dtype dtype);
+tg_tensor *tg_glorot_normal(const int64_t *shape, int ndim, tg_dtype dtype);
+/** Host-side draws from the same generator stream (for shuffling on the host). */
+void tg_random_u32(uint32_t *out, size_t n);
+
+/* -------------------------------------------------------- nn functions */
+
+tg_tensor *tg_leaky_relu(tg_tensor *x, double slope);
+tg_tensor *tg_gelu(tg_tensor *x);               /**< tanh approximation (tinygrad, torch approximate="tanh") */
+tg_tensor *tg_silu(tg_tensor *x);               /**< x * sigmoid(x) */
+tg_tensor *tg_softplus(tg_tensor *x, double beta); /**< log(1 + e^(beta x)) / beta, stable for large |x| */
+tg_tensor *tg_dropout(tg_tensor *x, double p, bool training); /**< scales kept values by 1/(1-p) */
+/** Normalize over the last `naxes` axes; weight/bias (shape of those axes) may be NULL. */
+tg_tensor *tg_layernorm(tg_tensor *x, int naxes, tg_tensor *weight, tg_tensor *bias, double eps);
+tg_tensor *tg_rmsnorm(tg_tensor *x, int naxes, tg_tensor *weight, double eps);
+tg_tensor *tg_groupnorm(tg_tensor *x, int groups, tg_tensor *weight, tg_tensor *bias, double eps);
+/** Batch norm over every axis but 1 (N, C, ...). In training, batch statistics are used and
+ *  running_mean/running_var (may be NULL) are updated lazily (tg_assign) with `momentum`. */
+tg_tensor *tg_batchnorm(tg_tensor *x, tg_tensor *weight, tg_tensor *bias, tg_tensor *running_mean,
+                        tg_tensor *running_var, bool training, double momentum, double eps);
+
+/* Losses reduce to the mean over the batch. */
+/** logits (N, C), target probabilities (N, C). */
+tg_tensor *tg_cross_entropy(tg_tensor *logits, tg_tensor *target, double label_smoothing);
+/** logits (N, C), integer class labels (N). Labels equal to ignore_index are skipped (use -1 if none). */
+tg_tensor *tg_sparse_cross_entropy(tg_tensor *logits, tg_tensor *labels, double label_smoothing, int64_t ignore_index);
+tg_tensor *tg_nll_loss(tg_tensor *log_probs, tg_tensor *labels); /**< -mean(log_probs[i, labels[i]]) */
+tg_tensor *tg_mse_loss(tg_tensor *pred, tg_tensor *target);
+tg_tensor *tg_bce_loss(tg_tensor *prob, tg_tensor *target);
+tg_tensor *tg_bce_with_logits_loss(tg_tensor *logits, tg_tensor *target);
+
+/** x (N, Cin, H, W), weight (Cout, Cin/groups, kh, kw), bias (Cout) or NULL. */
+tg_tensor *tg_conv2d(tg_tensor *x, tg_tensor *weight, tg_tensor *bias, const int stride[2],
+                     const int padding[2], const int dilation[2], int groups);
+/** weight (Cin, Cout/groups, kh, kw), like torch.nn.functional.conv_transpose2d. */
+tg_tensor *tg_conv_transpose2d(tg_tensor *x, tg_tensor *weight, tg_tensor *bias, const int stride[2],
+                               const int padding[2], const int output_padding[2],
+                               const int dilation[2], int groups);
+/** stride NULL → stride = kernel; padding NULL → 0. Padding counts as -inf (max) / 0 (avg,
+ *  count_include_pad like PyTorch's default). */
+tg_tensor *tg_max_pool2d(tg_tensor *x, const int kernel[2], const int stride[2], const int padding[2]);
+tg_tensor *tg_avg_pool2d(tg_tensor *x, const int kernel[2], const int stride[2], const int padding[2]);
+/** q (..., L, E), k (..., S, E), v (..., S, Ev); mask bool (true = keep) or float (added), may be NULL. */
+tg_tensor *tg_scaled_dot_product_attention(tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_tensor *mask, bool causal);
+
+/* ---------------------------------------------------------- state dict
+ * Named tensors (borrowed references are retained; freed by tg_state_dict_free). */
+typedef struct tg_state_dict {
+  int n, cap;
+  char **names;
+  tg_tensor **tensors;
+} tg_state_dict;
+int tg_state_dict_add(tg_state_dict *sd, const char *name, tg_tensor *t);
+tg_tensor *tg_state_dict_get(const tg_state_dict *sd, const char *name);
+void tg_state_dict_free(tg_state_dict *sd);
+/** The tensors of sd that require grad, in order (n written to *n; caller frees the array). */
+tg_tensor **tg_state_dict_parameters(const tg_state_dict *sd, int *n);
+
+/* ---------------------------------------------------------------- layers
+ * Plain structs of parameters (marked requires_grad). *_init returns 0 or negative;
+ * *_free releases the tensors; *_state adds them to sd under "prefix.name" (PyTorch names). */
+typedef struct tg_linear { tg_tensor *weight, *bias; } tg_linear;
+int tg_linear_init(tg_linear *l, int64_t in, int64_t out, bool bias);
+tg_tensor *tg_linear_forward(tg_linear *l, tg_tensor *x);
+int tg_linear_state(tg_linear *l, const char *prefix, tg_state_dict *sd);
+void tg_linear_free(tg_linear *l);
+
+typedef struct tg_conv2d_layer {
+  tg_tensor *weight, *bias;
+  int stride[2], padding[2], dilation[2], groups;
+} tg_conv2d_layer;
+int tg_conv2d_init(tg_conv2d_layer *c, int64_t cin, int64_t cout, int kh, int kw, int stride,
+                   int padding, int dilation, int groups, bool bias);
+tg_tensor *tg_conv2d_forward(tg_conv2d_layer *c, tg_tensor *x);
+int tg_conv2d_state(tg_conv2d_layer *c, const char *prefix, tg_state_dict *sd);
+void tg_conv2d_free(tg_conv2d_layer *c);
+
+typedef struct tg_batchnorm2d {
+  tg_tensor *weight, *bias, *running_mean, *running_var, *num_batches_tracked;
+  double momentum, eps;
+  bool training;
+} tg_batchnorm2d;
+int tg_batchnorm2d_init(tg_batchnorm2d *b, int64_t channels);
+tg_tensor *tg_batchnorm2d_forward(tg_batchnorm2d *b, tg_tensor *x);
+int tg_batchnorm2d_state(tg_batchnorm2d *b, const char *prefix, tg_state_dict *sd);
+void tg_batchnorm2d_free(tg_batchnorm2d *b);
+
+typedef struct tg_layernorm_layer { tg_tensor *weight, *bias; int naxes; double eps; } tg_layernorm_layer;
+int tg_layernorm_init(tg_layernorm_layer *l, const int64_t *shape, int naxes, double eps, bool affine);
+tg_tensor *tg_layernorm_forward(tg_layernorm_layer *l, tg_tensor *x);
+int tg_layernorm_state(tg_layernorm_layer *l, const char *prefix, tg_state_dict *sd);
+void tg_layernorm_free(tg_layernorm_layer *l);
+
+typedef struct tg_rmsnorm_layer { tg_tensor *weight; int naxes; double eps; } tg_rmsnorm_layer;
+int tg_rmsnorm_init(tg_rmsnorm_layer *l, const int64_t *shape, int naxes, double eps);
+tg_tensor *tg_rmsnorm_forward(tg_rmsnorm_layer *l, tg_tensor *x);
+int tg_rmsnorm_state(tg_rmsnorm_layer *l, const char *prefix, tg_state_dict *sd);
+void tg_rmsnorm_free(tg_rmsnorm_layer *l);
+
+typedef struct tg_groupnorm_layer { tg_tensor *weight, *bias; int groups; double eps; } tg_groupnorm_layer;
+int tg_groupnorm_init(tg_groupnorm_layer *l, int groups, int64_t channels, double eps, bool affine);
+tg_tensor *tg_groupnorm_forward(tg_groupnorm_layer *l, tg_tensor *x);
+int tg_groupnorm_state(tg_groupnorm_layer *l, const char *prefix, tg_state_dict *sd);
+void tg_groupnorm_free(tg_groupnorm_layer *l);
+
+typedef struct tg_embedding { tg_tensor *weight; int64_t num, dim; } tg_embedding;
+int tg_embedding_init(tg_embedding *e, int64_t num, int64_t dim);
+tg_tensor *tg_embedding_forward(tg_embedding *e, tg_tensor *indices); /**< (...) ints → (..., dim) */
+int tg_embedding_state(tg_embedding *e, const char *prefix, tg_state_dict *sd);
+void tg_embedding_free(tg_embedding *e);
+
+/* ------------------------------------------------------------ optimizers
+ * Per-step scalars (learning rate, step count, bias corrections) live in device buffers, so
+ * a step's kernels stay the same from step to step and compile once. */
+typedef struct tg_optimizer tg_optimizer;
+tg_optimizer *tg_sgd(tg_tensor **params, int n, double lr, double momentum, double weight_decay, bool nesterov);
+tg_optimizer *tg_adam(tg_tensor **params, int n, double lr, double beta1, double beta2, double eps);
+tg_optimizer *tg_adamw(tg_tensor **params, int n, double lr, double beta1, double beta2, double eps, double weight_decay);
+tg_optimizer *tg_lamb(tg_tensor **params, int n, double lr, double beta1, double beta2, double eps, double weight_decay);
+/** Update every parameter from its gradient and realize, in one schedule, the new parameters,
+ *  the optimizer state and the `also` tensors (e.g. the loss). Gradients are then cleared. */
+int tg_optimizer_step(tg_optimizer *o, tg_tensor **also, int nalso);
+int tg_optimizer_set_lr(tg_optimizer *o, double lr);
+void tg_optimizer_zero_grad(tg_optimizer *o);
+void tg_optimizer_free(tg_optimizer *o);
+
+/* ------------------------------------------------------------ model files */
+
+/** Write sd as safetensors (8-byte LE header length, JSON header, raw data). */
+int tg_safetensors_save(const char *path, const tg_state_dict *sd);
+/** Read every tensor of a safetensors file into new tensors added to out. */
+int tg_safetensors_read(const char *path, tg_state_dict *out);
+/** Load a file into the existing tensors of sd by name (same shape and dtype required).
+ *  Everything is checked before anything is changed: on error no tensor is modified. */
+int tg_safetensors_load(const char *path, tg_state_dict *sd);
+
+/* ------------------------------------------------------------------ data */
+
+/** Read an IDX file (gzipped or not) into a host tensor of its element type and shape. */
+tg_tensor *tg_load_idx(const char *path);
+/** MNIST-style dataset: images (N, 1, rows, cols) uint8 and labels (N) uint8, from
+ *  dir/{train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]. dir NULL → $TG_MNIST_DIR or
+ *  /usr/share/datasets/fashion-mnist. */
+typedef struct tg_dataset { tg_tensor *images, *labels; int64_t n; } tg_dataset;
+int tg_mnist_load(const char *dir, bool train, tg_dataset *out);
+void tg_dataset_free(tg_dataset *d);
+/** Batches of a dataset: x float32 (B, 1, rows, cols) scaled to [0, 1], y int32 (B).
+ *  Shuffled each epoch from the seeded generator when shuffle is set. */
+typedef struct tg_loader tg_loader;
+tg_loader *tg_loader_new(const tg_dataset *d, int64_t batch, bool shuffle, bool drop_last);
+/** 1 and a batch (new tensors in the current scope); 0 at the end of an epoch (the next call
+ *  starts a new one); negative on error. */
+int tg_loader_next(tg_loader *l, tg_tensor **x, tg_tensor **y);
+void tg_loader_free(tg_loader *l);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TG_NN_H */
