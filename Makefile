@@ -43,13 +43,14 @@ $(BUILD)/example_%: examples/%.c $(BUILD)/libtg.a
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libtg.a $(LDFLAGS) $(LDLIBS)
 
 test: $(BUILD)/test_tg
-	SPEC=1 ./$(BUILD)/test_tg
+	SPEC=1 ./$(BUILD)/test_tg $(FILTER)
 
 # Sanitized build in its own directory; kernels are compiled with the same flags.
+SANBUILD ?= build-san
 test-sanitize:
-	$(MAKE) BUILD=build-san OPT="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
-	  LDFLAGS="-fsanitize=address,undefined" build-san/test_tg
-	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 SPEC=1 ./build-san/test_tg
+	$(MAKE) BUILD=$(SANBUILD) OPT="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
+	  LDFLAGS="-fsanitize=address,undefined" $(SANBUILD)/test_tg
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 SPEC=1 ./$(SANBUILD)/test_tg $(FILTER)
 
 install: all
 	$(MAKE) INSTALLING=1 -B $(BUILD)/tg.pc
@@ -61,6 +62,6 @@ install: all
 	$(MAKE) -B $(BUILD)/tg.pc
 
 clean:
-	rm -rf build build-san
+	rm -rf build build-san build-*
 
 .PHONY: all test test-sanitize install clean
