@@ -42,7 +42,7 @@ $(BUILD)/bench_%: bench/%.c $(BUILD)/libtg.a
 $(BUILD)/example_%: examples/%.c $(BUILD)/libtg.a
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libtg.a $(LDFLAGS) $(LDLIBS)
 
-test: $(BUILD)/test_tg
+test: $(BUILD)/test_tg $(BUILD)/libtg.so $(BUILD)/tg.pc
 	SPEC=1 ./$(BUILD)/test_tg $(FILTER)
 
 # Sanitized build in its own directory; kernels are compiled with the same flags.
