@@ -38,6 +38,7 @@ $(BUILD)/test_tg: $(TOBJS) $(BUILD)/libtg.a
 
 $(BUILD)/bench_%: bench/%.c $(BUILD)/libtg.a
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libtg.a $(LDFLAGS) $(LDLIBS) $(BENCH_LIBS)
+$(BUILD)/bench_matmul: BENCH_LIBS = -lopenblas
 
 $(BUILD)/example_%: examples/%.c $(BUILD)/libtg.a
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libtg.a $(LDFLAGS) $(LDLIBS)

@@ -1,15 +1,99 @@
-/* codegen.h — per kernel: lower the AST to loops and index math, linearize, render, compile.
+/* codegen.h — per kernel: choose optimizations, lower the AST to loops and index math,
+ * linearize, render, compile.
  *
  *   kernel AST  SINK(expr over PARAMs; arg = output shape)            (schedule.c)
- *      │ lower.c      INDEX pushed through views → LOAD/STORE, RANGE, REDUCE
+ *      │ opt.c        shape state: the kernel's axes; actions (UPCAST, UNROLL, THREAD, GROUP,
+ *      │              PADTO, SWAP) rewrite it; heuristics or BEAM (search.c) pick them
+ *      │ lower.c      INDEX pushed through views → LOAD/STORE, RANGE, REDUCE, following the
+ *      │              axes: loops, unrolled copies, vector lanes, the parallel axis
  *      │ symbolic.c   index math simplified
  *      │ linearize.c  ordered program: loops opened late, invariants hoisted
- *      │ render/c.c   C source
- *      ▼ device/cpu.c compiled (memory + disk cache), dlopen'd, launched */
+ *      │ render/c.c   C source (GCC vector types for lanes)
+ *      ▼ device/cpu.c compiled (memory + disk cache), dlopen'd, launched on the thread pool
+ *
+ * See docs/optimizer.md. */
 #ifndef TG_CODEGEN_H
 #define TG_CODEGEN_H
 
+#include "runtime/helpers.h"
 #include "uop/uop.h"
+
+/* ---------------------------------------------------------------- shape state (opt.c) */
+
+/* Range kinds (RANGE arg[1]). A lane range is not a loop: it is the vector lane index. */
+enum { RANGE_GLOBAL = 0, RANGE_REDUCE = 1, RANGE_LANE = 2, RANGE_PARALLEL = 3 };
+
+/* What an axis becomes in the generated code. */
+typedef enum axis_kind {
+  AX_GLOBAL,  /* loop over output elements */
+  AX_THREAD,  /* outermost output loop, split among the threads */
+  AX_REDUCE,  /* reduction loop */
+  AX_GROUP,   /* reduction split among the threads; a second stage combines the partials */
+  AX_UPCAST,  /* output axis unrolled in registers (a vector lane axis when contiguous) */
+  AX_UNROLL,  /* reduction axis unrolled (vector partial sums when it is the lane axis) */
+} axis_kind;
+
+typedef enum opt_kind {
+  OPT_UPCAST, OPT_UNROLL, OPT_THREAD, OPT_GROUP, OPT_GROUPTOP, OPT_PADTO, OPT_SWAP, OPT_COUNT
+} opt_kind;
+
+/* An action on the axis at index `axis` (at the time it is applied). amount: the split factor;
+ * for THREAD an amount equal to the axis size makes the whole axis parallel; for PADTO the
+ * multiple; for SWAP the other axis. */
+typedef struct opt_action {
+  opt_kind kind;
+  int axis;
+  int64_t amount;
+} opt_action;
+
+typedef struct kaxis {
+  int64_t size;   /* iterations */
+  int64_t stride; /* contribution to its dim's index per iteration */
+  int dim;        /* 0..nout-1 output dims, nout.. reduce dims */
+  axis_kind kind;
+} kaxis;
+
+#define KS_MAX_DIMS 128
+#define KS_MAX_AXES (KS_MAX_DIMS + 32)
+#define KS_MAX_ACTIONS 24
+#define KS_MAX_UPCAST 256 /* unrolled copies: product of unrolled sizes but the lanes */
+
+/* The kernel's shape state: its dims (output dims, then the reduce dims of its first
+ * reduction) and the axes they are split into, in loop order (parallel axis first, then the
+ * loops, then the unrolled axes). The index of a dim is sum(axis value * stride). */
+typedef struct kshape {
+  int nout, nred;
+  int64_t size[KS_MAX_DIMS];   /* true sizes */
+  int64_t padded[KS_MAX_DIMS]; /* after PADTO */
+  int reduce_op;               /* op of the first reduction (OP_ADD/MUL/MAX), -1 if none */
+  int nreduces;                /* REDUCE_AXIS nodes in the kernel */
+  bool group_ok;               /* one reduction reached only through ALU ops and reshapes */
+  tg_dtype out_dtype;
+  kaxis ax[KS_MAX_AXES];
+  int nax;
+  opt_action applied[KS_MAX_ACTIONS];
+  int napplied;
+} kshape;
+
+/* The state of an unoptimized kernel (one loop per dim of size > 1). */
+int kshape_init(kshape *ks, uop *ast);
+/* Apply an action: 0, or a negative status with a message if it is not valid here. */
+int kshape_apply(kshape *ks, opt_action a);
+/* Every action valid in this state (at most cap). */
+int kshape_candidates(const kshape *ks, opt_action *out, int cap);
+/* The default optimizations (hand-coded heuristics); NOOPT=1 leaves the state as it is. */
+void kshape_optimize(kshape *ks, uop *ast);
+/* Index of the axis rendered as vector lanes, or -1: a stride-1 axis of 2..16 (power of two)
+ * lanes, preferring an upcast of the last output dim (contiguous stores), then an unrolled
+ * reduce axis (the last reduce dim's), then any other upcast. */
+int kshape_lane_axis(const kshape *ks);
+/* The parallel axis (THREAD or GROUP) index, or -1. */
+int kshape_parallel_axis(const kshape *ks);
+/* Text of the applied actions, e.g. "UPCAST(1,16) THREAD(0,64)". */
+void kshape_describe(const kshape *ks, char *buf, size_t n);
+const char *opt_name(opt_kind k);
+
+/* ---------------------------------------------------------------- lowering (lower.c) */
 
 /* A lowered kernel: SINK(STORE…) plus facts for naming and cost. */
 typedef struct kernel_info {
@@ -19,11 +103,29 @@ typedef struct kernel_info {
   uint64_t bytes;       /* bytes of all buffers touched */
 } kernel_info;
 
-/* Lower a kernel AST; the result belongs to the uop pool. */
-uop *lower_kernel(uop *ast, kernel_info *info);
+/* Stages: a kernel runs as one stage, or as two when a reduction is GROUPed: stage 1 writes
+ * per-group partial results to a scratch buffer (slot nbufs), stage 2 combines them. */
+enum { STAGE_ONLY = 0, STAGE_PARTIAL = 1, STAGE_COMBINE = 2 };
+
+/* Lower a kernel AST under a shape state (NULL: unoptimized); the result belongs to the pool. */
+uop *lower_kernel(uop *ast, const kshape *ks, int stage, kernel_info *info);
+/* How a buffer access of the unoptimized kernel moves with each dim: the coefficient of the
+ * dim's index in the element index (0: independent, -1: not linear). */
+typedef struct kaccess {
+  int slot;
+  bool store;
+  tg_dtype dtype;
+  int64_t coef[KS_MAX_DIMS];
+} kaccess;
+/* The accesses (loads and stores) of a kernel, at most cap; -1 on error. */
+int kernel_accesses(uop *ast, kaccess *out, int cap);
+/* Number of vector lanes of a node in a lowered kernel (0: scalar). memo caches per node. */
+int uop_lanes(ptrmap *memo, uop *u);
+
+/* ---------------------------------------------------------------- programs */
 
 /* A linear program: the kernel's nodes in execution order with loop markers. */
-typedef enum { L_VALUE, L_LOOP, L_END, L_ACC_INIT, L_ACC_UPDATE, L_STORE } lin_kind;
+typedef enum { L_VALUE, L_LOOP, L_END, L_ACC_INIT, L_ACC_UPDATE, L_ACC_FINAL, L_STORE } lin_kind;
 typedef struct lin_op {
   lin_kind kind;
   uop *u;
@@ -37,21 +139,57 @@ typedef struct lin_program {
 int linearize(uop *sink, lin_program *prog, kernel_info *info);
 /* Check the program spec: loops balanced, every value defined before use. */
 int program_spec_check(const lin_program *prog);
+/* REDUCE: src = bodies, then its ranges (loops, and the lane range when it reduces lanes);
+ * arg = [op, number of bodies, lanes to combine (when the others are padding)].
+ * Number of REDUCE bodies (a REDUCE unrolled n times accumulates n bodies per iteration). */
+static inline int reduce_nbody(const uop *u) { return u->narg > 1 ? (int)u->arg[1] : 1; }
 
-/* Render C source for the CPU (caller frees). */
-char *render_c(const lin_program *prog, const kernel_info *info);
+/* Render C source for the CPU: one function per program,
+ * void names[i](void **args, long long start, long long end) (caller frees). */
+char *render_c(const lin_program *progs, int n, const char *const *names);
 
-/* A compiled kernel. */
+/* A compiled kernel: one or two stages, each run over [0, parallel) on the thread pool. */
+typedef void (*kernel_fn)(void **args, long long start, long long end);
+typedef struct program_stage {
+  kernel_fn fn;
+  long long parallel; /* iterations of the parallel axis (1: serial) */
+} program_stage;
 typedef struct program {
   kernel_info info;
   char *src;
-  void (*fn)(void **args);
+  program_stage stage[2];
+  int nstages;
+  size_t scratch_bytes; /* GROUP partials */
+  kshape ks;            /* the optimizations it was built with */
 } program;
 
 /* The compiled program for a kernel AST (cached by AST and by source); NULL on error. */
 program *program_get(uop *ast);
+/* Build (uncached) the program for an AST under a given shape state. */
+program *program_build(uop *ast, const kshape *ks);
+void program_free(program *p);
 int program_run(program *p, void **args);
+/* Run without stats or DEBUG output (for timing candidates); 0 or negative status. */
+int program_exec(program *p, void **args);
 
-/* CPU compiler: compile C source defining `name`; returns the function or NULL (error set). */
-void *cpu_compile(const char *src, const char *name);
+/* Test hook: while set, every kernel is built uncached with the shape state fn makes from
+ * the unoptimized one (a negative return fails the kernel); programs built this way are
+ * freed when the hook is set again (NULL: back to normal). */
+typedef int (*opt_hook_fn)(uop *ast, kshape *ks, void *ctx);
+void program_set_opt_hook(opt_hook_fn fn, void *ctx);
+
+/* CPU compiler: compile C source and return the address of each of names[0..n) (NULL and an
+ * error on failure). */
+int cpu_compile(const char *src, const char *const *names, int n, void **fns);
+
+/* The directory of the compile caches (~/.cache/tg, $XDG_CACHE_HOME/tg or $TG_CACHE_DIR). */
+void cpu_cache_dir(char *buf, size_t n);
+/* What a kernel's speed depends on: compiler, flags, threads (keys BEAM's cache). */
+const char *cpu_device_name(void);
+
+/* BEAM search (search.c): the best shape state for an AST, found by timing candidate action
+ * sequences (beam of the given width) on scratch buffers; cached on disk by AST + device.
+ * 0 or a negative status (then the caller falls back to the heuristics). */
+int beam_search(uop *ast, int width, kshape *best);
+extern uint64_t tg_beam_searches, tg_beam_cache_hits; /* searches run, answers from the disk cache */
 #endif

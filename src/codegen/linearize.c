@@ -1,26 +1,42 @@
 /* linearize.c — order a lowered kernel into a program with explicit loops.
  *
  * Every node depends on a set of ranges (bitmask; a REDUCE closes its own). A node is emitted
- * as soon as all its ranges are open: output loops are opened first; a REDUCE first emits the
- * parts of its body that do not depend on its ranges (hoisting invariants), then opens its
- * loops, emits the rest, and closes them. Deterministic: sources in order. */
+ * as soon as all its ranges are open: output loops are opened first (the parallel one
+ * outermost); a REDUCE first emits the parts of its bodies that do not depend on its ranges
+ * (hoisting invariants), then opens its loops, emits the rest, and closes them. REDUCEs over
+ * the same loops whose inputs are ready share one loop nest (the accumulators of a register
+ * tile). Lane ranges are never loops: they are always "open" (vector lanes).
+ * Deterministic: sources in order. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "codegen/codegen.h"
 #include "runtime/helpers.h"
-#include "tensor/tensor.h"
 
 typedef struct lin_ctx {
   ptrmap range_bit; /* RANGE → bit index + 1 */
   ptrmap deps;      /* node → mask (stored +1 so 0 means absent) */
-  ptrmap emitted;
+  ptrmap emitted;   /* node → scope it was emitted in + 1 */
+  VEC(bool) alive;  /* scope → still open (a node from a closed loop nest is emitted again) */
+  int scope;
+  ptrmap hoisted;   /* node → open mask + 1 of its last hoist visit (shared DAGs stay linear) */
+  ptrmap lanes;     /* uop_lanes memo */
   VEC(lin_op) ops;
+  VEC(uop *) reduces; /* every REDUCE, sources first */
   uint64_t open;
   int64_t trips;    /* iterations of the currently open loops */
   kernel_info *info;
   int err;
 } lin_ctx;
+
+static bool emitted(lin_ctx *c, uop *u) {
+  uintptr_t v = (uintptr_t)ptrmap_get(&c->emitted, u);
+  return v && c->alive.v[v - 1];
+}
+
+static void mark_emitted(lin_ctx *c, uop *u) { ptrmap_put(&c->emitted, u, (void *)(uintptr_t)(c->scope + 1)); }
+
+static bool is_lane(const uop *u) { return u->op == OP_RANGE && u->arg[1] == RANGE_LANE; }
 
 static uint64_t deps_of(lin_ctx *c, uop *u) {
   void *v = ptrmap_get(&c->deps, u);
@@ -37,7 +53,7 @@ static uint64_t deps_of(lin_ctx *c, uop *u) {
   }
   for (int i = 0; i < u->nsrc; i++) m |= deps_of(c, u->src[i]);
   if (u->op == OP_REDUCE)
-    for (int i = 1; i < u->nsrc; i++) m &= ~deps_of(c, u->src[i]);
+    for (int i = reduce_nbody(u); i < u->nsrc; i++) m &= ~deps_of(c, u->src[i]);
   ptrmap_put(&c->deps, u, (void *)(uintptr_t)(m + 1));
   return m;
 }
@@ -50,58 +66,143 @@ static bool inline_node(const uop *u) {
   return u->op == OP_CONST || u->op == OP_RANGE || u->op == OP_DEFINE_GLOBAL;
 }
 
+static uint64_t lane_factor(lin_ctx *c, uop *u) {
+  int l = uop_lanes(&c->lanes, u);
+  return l ? (uint64_t)l : 1;
+}
+
 static void emit(lin_ctx *c, uop *u);
 
 /* Emit the nodes under u that need no range beyond the open ones (stops at emitted nodes). */
 static void hoist(lin_ctx *c, uop *u) {
-  if (ptrmap_has(&c->emitted, u) || inline_node(u)) return;
+  if (emitted(c, u) || inline_node(u)) return;
   if ((deps_of(c, u) & ~c->open) == 0) { emit(c, u); return; }
-  if (u->op == OP_REDUCE) { hoist(c, u->src[0]); return; }
-  for (int i = 0; i < u->nsrc; i++) hoist(c, u->src[i]);
+  void *visit = (void *)(uintptr_t)(c->open + 1);
+  if (ptrmap_get(&c->hoisted, u) == visit) return;
+  ptrmap_put(&c->hoisted, u, visit);
+  int n = u->op == OP_REDUCE ? reduce_nbody(u) : u->nsrc;
+  for (int i = 0; i < n; i++) hoist(c, u->src[i]);
+}
+
+static bool same_loops(const uop *a, const uop *b) {
+  int na = reduce_nbody(a), nb = reduce_nbody(b);
+  if (a->nsrc - na != b->nsrc - nb) return false;
+  for (int i = 0; i < a->nsrc - na; i++)
+    if (a->src[na + i] != b->src[nb + i]) return false;
+  return true;
+}
+
+/* Does u depend on x? */
+static bool reaches(uop *u, uop *x, ptrmap *seen) {
+  if (u == x) return true;
+  if (ptrmap_has(seen, u)) return false;
+  ptrmap_put(seen, u, u);
+  for (int i = 0; i < u->nsrc; i++)
+    if (reaches(u->src[i], x, seen)) return true;
+  return false;
+}
+
+static bool independent(uop *a, uop *b) {
+  ptrmap seen = {0};
+  bool dep = reaches(a, b, &seen);
+  ptrmap_free(&seen);
+  if (dep) return false;
+  dep = reaches(b, a, &seen);
+  ptrmap_free(&seen);
+  return !dep;
+}
+
+/* u and the other REDUCEs over the same loops that can be computed here. */
+static int reduce_group(lin_ctx *c, uop *u, uop **group, int cap) {
+  int n = 0;
+  group[n++] = u;
+  for (size_t i = 0; i < c->reduces.n && n < cap; i++) {
+    uop *r = c->reduces.v[i];
+    if (r == u || emitted(c, r) || !same_loops(u, r)) continue;
+    if ((deps_of(c, r) & ~c->open) || !independent(u, r)) continue;
+    mark_emitted(c, r);
+    group[n++] = r;
+  }
+  return n;
 }
 
 static void emit_reduce(lin_ctx *c, uop *u) {
-  hoist(c, u->src[0]);
-  push(c, L_ACC_INIT, u);
+  uop *group[64];
+  int nb = reduce_nbody(u);
+  for (int i = 0; i < nb; i++) hoist(c, u->src[i]);
+  int ng = reduce_group(c, u, group, 64);
+  for (int g = 1; g < ng; g++)
+    for (int i = 0; i < reduce_nbody(group[g]); i++) hoist(c, group[g]->src[i]);
+  for (int g = 0; g < ng; g++) push(c, L_ACC_INIT, group[g]);
   uint64_t saved = c->open;
   int64_t saved_trips = c->trips;
-  for (int i = 1; i < u->nsrc; i++) {
-    if (u->src[i]->op != OP_RANGE) continue; /* a size-1 range folded to 0 */
-    push(c, L_LOOP, u->src[i]);
-    c->open |= deps_of(c, u->src[i]);
-    c->trips *= uop_const_ivalue(u->src[i]->src[0]);
+  int saved_scope = c->scope;
+  uint64_t lanes = 1;
+  bool loops = false;
+  for (int i = nb; i < u->nsrc; i++) loops |= u->src[i]->op == OP_RANGE && !is_lane(u->src[i]);
+  if (loops) { /* a new scope for what the loops compute */
+    c->scope = (int)c->alive.n;
+    if (VEC_PUSH(c->alive, true) < 0) c->err = TG_ERR_NOMEM;
   }
-  emit(c, u->src[0]);
-  push(c, L_ACC_UPDATE, u);
-  c->info->flops += (uint64_t)c->trips;
-  for (int i = u->nsrc - 1; i >= 1; i--)
-    if (u->src[i]->op == OP_RANGE) push(c, L_END, u->src[i]);
-  c->open = saved, c->trips = saved_trips;
+  for (int i = nb; i < u->nsrc; i++) {
+    uop *r = u->src[i];
+    if (r->op != OP_RANGE) continue; /* a size-1 range folded to 0 */
+    if (is_lane(r)) { lanes = (uint64_t)uop_const_ivalue(r->src[0]); continue; }
+    push(c, L_LOOP, r);
+    c->open |= deps_of(c, r);
+    c->trips *= uop_const_ivalue(r->src[0]);
+  }
+  for (int g = 0; g < ng; g++)
+    for (int i = 0; i < reduce_nbody(group[g]); i++) emit(c, group[g]->src[i]);
+  for (int g = 0; g < ng; g++) {
+    push(c, L_ACC_UPDATE, group[g]);
+    for (int i = 0; i < reduce_nbody(group[g]); i++) {
+      uint64_t l = lane_factor(c, group[g]->src[i]);
+      c->info->flops += (uint64_t)c->trips * (l > lanes ? l : lanes);
+    }
+  }
+  for (int i = u->nsrc - 1; i >= nb; i--)
+    if (u->src[i]->op == OP_RANGE && !is_lane(u->src[i])) push(c, L_END, u->src[i]);
+  if (loops) c->alive.v[c->scope] = false;
+  c->open = saved, c->trips = saved_trips, c->scope = saved_scope;
+  for (int g = 0; g < ng; g++) push(c, L_ACC_FINAL, group[g]);
 }
 
 static void emit(lin_ctx *c, uop *u) {
-  if (c->err || ptrmap_has(&c->emitted, u)) return;
-  ptrmap_put(&c->emitted, u, u);
+  if (c->err || emitted(c, u)) return;
+  mark_emitted(c, u);
   if (inline_node(u)) return;
   if (u->op == OP_REDUCE) { emit_reduce(c, u); return; }
   for (int i = 0; i < u->nsrc; i++) emit(c, u->src[i]);
   if (u->op == OP_SINK) return;
-  if (uop_is_alu(u) && u->dtype != TG_INT64) c->info->flops += (uint64_t)c->trips;
+  if (uop_is_alu(u) && u->dtype != TG_INT64) c->info->flops += (uint64_t)c->trips * lane_factor(c, u);
   push(c, u->op == OP_STORE ? L_STORE : L_VALUE, u);
+}
+
+/* Output loops go outermost: the parallel range first, then by range id (= axis order). */
+static int outer_order(const uop *a, const uop *b) {
+  bool pa = a->arg[1] == RANGE_PARALLEL, pb = b->arg[1] == RANGE_PARALLEL;
+  if (pa != pb) return pa ? -1 : 1;
+  return a->arg[0] < b->arg[0] ? -1 : a->arg[0] > b->arg[0];
 }
 
 int linearize(uop *sink, lin_program *prog, kernel_info *info) {
   lin_ctx c = {.info = info, .trips = 1};
-  /* output loops: every kind-0 RANGE, opened in id order around everything */
+  if (VEC_PUSH(c.alive, true) < 0) return tg_set_error(TG_ERR_NOMEM, "linearize: out of memory");
   uop **order;
   int n = uop_toposort(sink, &order);
   if (n < 0) return tg_set_error(TG_ERR_NOMEM, "linearize: out of memory");
   VEC(uop *) outer = {0};
-  for (int i = 0; i < n; i++)
-    if (order[i]->op == OP_RANGE && order[i]->arg[1] == 0) VEC_PUSH(outer, order[i]);
+  for (int i = 0; i < n; i++) {
+    uop *u = order[i];
+    if (u->op == OP_REDUCE) VEC_PUSH(c.reduces, u);
+    if (u->op != OP_RANGE) continue;
+    if (is_lane(u)) c.open |= deps_of(&c, u); /* lanes are always available */
+    else if (u->arg[1] == RANGE_GLOBAL || u->arg[1] == RANGE_PARALLEL) VEC_PUSH(outer, u);
+  }
   free(order);
-  for (size_t i = 1; i < outer.n; i++) /* insertion sort by range id */
-    for (size_t j = i; j > 0 && outer.v[j - 1]->arg[0] > outer.v[j]->arg[0]; j--) {
+  for (size_t i = 1; i < outer.n; i++) /* insertion sort */
+    for (size_t j = i; j > 0 && outer_order(outer.v[j - 1], outer.v[j]) > 0; j--) {
       uop *t = outer.v[j];
       outer.v[j] = outer.v[j - 1], outer.v[j - 1] = t;
     }
@@ -113,18 +214,22 @@ int linearize(uop *sink, lin_program *prog, kernel_info *info) {
   emit(&c, sink);
   for (size_t i = outer.n; i > 0; i--) push(&c, L_END, outer.v[i - 1]);
   VEC_FREE(outer);
+  VEC_FREE(c.reduces);
+  VEC_FREE(c.alive);
   ptrmap_free(&c.range_bit);
   ptrmap_free(&c.deps);
   ptrmap_free(&c.emitted);
+  ptrmap_free(&c.hoisted);
+  ptrmap_free(&c.lanes);
   if (c.err) { VEC_FREE(c.ops); return c.err; }
   prog->ops = c.ops.v, prog->n = (int)c.ops.n;
   return 0;
 }
 
 /* Program spec: loops nest properly and every source is defined (emitted, inline, or an open
- * loop variable) before it is used. */
+ * loop variable) before it is used; accumulators are initialised before they are updated. */
 int program_spec_check(const lin_program *p) {
-  ptrmap defined = {0};
+  ptrmap defined = {0}, accs = {0};
   VEC(uop *) loops = {0};
   int rc = 0;
   for (int i = 0; i < p->n && !rc; i++) {
@@ -136,17 +241,23 @@ int program_spec_check(const lin_program *p) {
       else loops.n--;
       continue;
     }
-    int first = o->kind == L_ACC_UPDATE ? 0 : o->kind == L_ACC_INIT ? u->nsrc : 0;
-    int last = o->kind == L_ACC_UPDATE ? 1 : u->nsrc;
-    for (int j = first; j < last && !rc; j++) {
+    if (o->kind == L_ACC_INIT) { ptrmap_put(&accs, u, u); continue; }
+    if ((o->kind == L_ACC_UPDATE || o->kind == L_ACC_FINAL) && !ptrmap_has(&accs, u)) {
+      rc = tg_set_error(TG_ERR_DEVICE, "program spec: accumulator used before its initialisation");
+      continue;
+    }
+    int last = o->kind == L_ACC_UPDATE ? reduce_nbody(u) : o->kind == L_ACC_FINAL ? 0 : u->nsrc;
+    for (int j = 0; j < last && !rc; j++) {
       uop *s = u->src[j];
-      if (!ptrmap_has(&defined, s) && s->op != OP_CONST && s->op != OP_DEFINE_GLOBAL)
+      bool lane = s->op == OP_RANGE && s->arg[1] == RANGE_LANE;
+      if (!ptrmap_has(&defined, s) && s->op != OP_CONST && s->op != OP_DEFINE_GLOBAL && !lane)
         rc = tg_set_error(TG_ERR_DEVICE, "program spec: %s used before definition", uop_ops[s->op].name);
     }
-    if (o->kind != L_ACC_INIT) ptrmap_put(&defined, u, u);
+    if (o->kind != L_ACC_UPDATE) ptrmap_put(&defined, u, u);
   }
   if (!rc && loops.n) rc = tg_set_error(TG_ERR_DEVICE, "program spec: loop left open");
   VEC_FREE(loops);
   ptrmap_free(&defined);
+  ptrmap_free(&accs);
   return rc;
 }

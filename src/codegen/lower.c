@@ -1,25 +1,47 @@
 /* lower.c — from a kernel AST (tensor ops over PARAMs) to a kernel graph of RANGE loops,
- * index math, LOAD, STORE and REDUCE.
+ * index math, LOAD, STORE and REDUCE, following the kernel's shape state (opt.c).
  *
  * The pass is one rule: INDEX(x, i0..in-1, valid) — "the element of x at these indices,
  * meaningful where valid" — is pushed down through x by a per-op lowering function
  * (lowerers[] below): views turn into index arithmetic, elementwise ops distribute, a
- * reduction opens new ranges, and a PARAM becomes a LOAD. */
+ * reduction opens its ranges, and a PARAM becomes a LOAD.
+ *
+ * The shape state decides the index of each dim: a sum over its axes of (axis value * stride)
+ * where a loop axis is a RANGE, the lane axis is a RANGE of kind RANGE_LANE (rendered as
+ * vector lanes), and every other unrolled axis is a constant: the output is stored once per
+ * combination of their values, and an unrolled reduction accumulates one body per
+ * combination. Padded dims mask their loads, gate their stores, and feed the identity to
+ * their reduction. After simplification, loads and stores whose index is base + lane become
+ * vector accesses (LOAD/STORE arg = [lanes, aligned]). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "codegen/codegen.h"
-#include "runtime/helpers.h"
 #include "tensor/tensor.h"
+#include "uop/dtype.h"
 #include "uop/symbolic.h"
 
 typedef struct lower_ctx {
+  const kshape *ks;
+  int stage;
   int next_range;
+  uop *var[KS_MAX_AXES];    /* loop and lane axes: their RANGE; other unrolled axes: NULL */
+  int64_t val[KS_MAX_AXES]; /* value of each unrolled axis in the copy being built */
+  int lane;                 /* lane axis or -1 */
+  uop *lane_range;
+  int64_t lanes;
+  uop *scratch;             /* partials of a GROUPed reduction */
+  int64_t out_numel;
+  int64_t groups;
+  ptrmap uses_lane;         /* node → 1 uses the lane, 2 does not */
+  ptrmap plain_ranges;      /* REDUCE_AXIS → id of its first range + 1 (shared by all copies) */
+  uop *partial_range;       /* stage 2: the loop over the groups */
 } lower_ctx;
 
-static uop *range(lower_ctx *c, int64_t end, int kind) {
-  int64_t arg[2] = {c->next_range++, kind};
+static uop *new_range(int64_t id, int64_t end, int kind) {
+  int64_t arg[2] = {id, kind};
   uop *e = uop_idx(end);
   return uop_new(OP_RANGE, TG_INT64, &e, 1, arg, 2);
 }
@@ -39,7 +61,59 @@ static uop *flat_index(uop **idx, const int64_t *shape, int n) {
   return flat;
 }
 
-static uop *land(uop *a, uop *b) { return uop_alu(OP_AND, a, b); }
+static uop *land(uop *a, uop *b) {
+  if (uop_is_const_val(a, 1)) return b;
+  if (uop_is_const_val(b, 1)) return a;
+  return uop_alu(OP_AND, a, b);
+}
+
+/* ---------------------------------------------------------------- dims from axes */
+
+static uop *dim_index(lower_ctx *c, int d) {
+  uop *idx = uop_idx(0);
+  for (int i = 0; i < c->ks->nax; i++) {
+    const kaxis *x = &c->ks->ax[i];
+    if (x->dim != d) continue;
+    uop *v = c->var[i] ? c->var[i] : uop_idx(c->val[i]);
+    idx = uop_add(idx, uop_mul(v, uop_idx(x->stride)));
+  }
+  return idx;
+}
+
+/* Inside the true size (only padded dims can leave it). */
+static uop *dim_valid(lower_ctx *c, int d, uop *idx) {
+  if (c->ks->padded[d] == c->ks->size[d]) return uop_const_bool(true);
+  return uop_alu(OP_CMPLT, idx, uop_idx(c->ks->size[d]));
+}
+
+/* The index a padded dim computes with: min(idx, size-1), spelled k - max(k - idx, 0) so its
+ * value range is [0, k] and index math simplifies as for the true size. A padded position
+ * then reads some real element (never out of bounds, never masked); its result is dropped
+ * (gated store, reduce identity), so the value does not matter. */
+static uop *dim_clamp(lower_ctx *c, int d, uop *idx) {
+  if (c->ks->padded[d] == c->ks->size[d]) return idx;
+  uop *k = uop_idx(c->ks->size[d] - 1);
+  return uop_alu(OP_SUB, k, uop_alu(OP_MAX, uop_alu(OP_SUB, k, idx), uop_idx(0)));
+}
+
+/* Unrolled axes of a kind (except the lane) — the copies iterate over their values. */
+static int dup_axes(lower_ctx *c, axis_kind k, int *out) {
+  int n = 0;
+  for (int i = 0; i < c->ks->nax; i++)
+    if (c->ks->ax[i].kind == k && i != c->lane) out[n++] = i;
+  return n;
+}
+
+/* Next combination of values of axes[0..n) (mixed radix); false after the last. */
+static bool next_copy(lower_ctx *c, const int *axes, int n) {
+  for (int j = n - 1; j >= 0; j--) {
+    if (++c->val[axes[j]] < c->ks->ax[axes[j]].size) return true;
+    c->val[axes[j]] = 0;
+  }
+  return false;
+}
+
+/* ---------------------------------------------------------------- lowerers */
 
 typedef uop *(*lowerer)(lower_ctx *c, uop *x, uop **idx, int n, uop *valid);
 
@@ -52,7 +126,8 @@ static uop *lower_alu(lower_ctx *c, uop *x, uop **idx, int n, uop *valid) {
 
 static uop *lower_param(lower_ctx *c, uop *x, uop **idx, int n, uop *valid) {
   (void)c;
-  uop *g = uop_new(OP_DEFINE_GLOBAL, x->dtype, NULL, 0, x->arg, 1);
+  int64_t garg[2] = {x->arg[0], shape_numel(uop_shape(x), uop_ndim(x))}; /* slot, elements */
+  uop *g = uop_new(OP_DEFINE_GLOBAL, x->dtype, NULL, 0, garg, 2);
   uop *src[3] = {g, flat_index(idx, uop_shape(x), n), valid};
   return uop_new(OP_LOAD, x->dtype, src, 3, NULL, 0);
 }
@@ -67,17 +142,36 @@ static uop *lower_iota(lower_ctx *c, uop *x, uop **idx, int n, uop *valid) {
   return ucast(idx[0], x->dtype);
 }
 
+/* Reshape: dims are matched in groups of equal product (size-1 dims apart), so only a group
+ * that splits one index into several needs / and %; inserting or removing size-1 dims and
+ * merging dims is plain index arithmetic. */
 static uop *lower_reshape(lower_ctx *c, uop *x, uop **idx, int n, uop *valid) {
   (void)c;
   uop *in = x->src[0], *out[TG_MAX_DIMS];
-  int m = uop_ndim(in);
-  const int64_t *s = uop_shape(in);
-  uop *flat = flat_index(idx, uop_shape(x), n);
-  int64_t stride = 1;
-  for (int i = m - 1; i >= 0; i--) {
-    out[i] = s[i] == 1 ? uop_idx(0) : uop_alu(OP_MOD, uop_alu(OP_IDIV, flat, uop_idx(stride)), uop_idx(s[i]));
-    stride *= s[i];
+  int m = uop_ndim(in), i = 0, j = 0;
+  const int64_t *s = uop_shape(in), *t = uop_shape(x);
+  if (shape_numel(s, m) == 0) return make_index(in, idx, 0, valid); /* never run */
+  for (;;) {
+    while (i < m && s[i] == 1) out[i++] = uop_idx(0);
+    while (j < n && t[j] == 1) j++;
+    if (i >= m || j >= n) break;
+    int gi = i, gj = j;
+    int64_t pi = s[i++], pj = t[j++];
+    while (pi != pj) {
+      if (pi < pj) pi *= s[i++];
+      else pj *= t[j++];
+    }
+    uop *flat = uop_idx(0); /* the group's row-major index in the output dims */
+    for (int k = gj; k < j; k++) flat = uop_add(uop_mul(flat, uop_idx(t[k])), idx[k]);
+    int64_t stride = 1;
+    for (int k = i - 1; k >= gi; k--) {
+      if (s[k] == 1) out[k] = uop_idx(0);
+      else if (k == gi) out[k] = stride == 1 ? flat : uop_alu(OP_IDIV, flat, uop_idx(stride));
+      else out[k] = uop_alu(OP_MOD, stride == 1 ? flat : uop_alu(OP_IDIV, flat, uop_idx(stride)), uop_idx(s[k]));
+      stride *= s[k];
+    }
   }
+  while (i < m) out[i++] = uop_idx(0);
   return make_index(in, out, m, valid);
 }
 
@@ -128,18 +222,86 @@ static uop *lower_pad(lower_ctx *c, uop *x, uop **idx, int n, uop *valid) {
   return uop_new3(OP_WHERE, x->dtype, inside, v, uop_const(x->dtype, 0));
 }
 
-static uop *lower_reduce(lower_ctx *c, uop *x, uop **idx, int n, uop *valid) {
+static uop *reduce_identity(uop_op op, tg_dtype dt) {
+  if (op == OP_ADD) return uop_const(dt, 0);
+  if (op == OP_MUL) return uop_const(dt, 1);
+  if (dtype_is_float(dt)) return uop_const(dt, -INFINITY);
+  return uop_const_int(dt, dt == TG_BOOL ? 0 : (int64_t)dtype_table[dt].min);
+}
+
+/* A reduction over dims that are not the kernel's first: plain loops. */
+static uop *reduce_plain(lower_ctx *c, uop *x, uop **idx, int n, uop *valid) {
   uop *out[TG_MAX_DIMS], *src[TG_MAX_DIMS + 1];
   const int64_t *s = uop_shape(x->src[0]);
   int nr = 0;
   memcpy(out, idx, sizeof(uop *) * (size_t)n);
+  int64_t first = (int64_t)(intptr_t)ptrmap_get(&c->plain_ranges, x) - 1;
+  if (first < 0) {
+    first = c->next_range;
+    c->next_range += x->narg - 1;
+    ptrmap_put(&c->plain_ranges, x, (void *)(intptr_t)(first + 1));
+  }
   for (int i = 1; i < x->narg; i++) {
     int ax = (int)x->arg[i];
-    out[ax] = src[1 + nr++] = range(c, s[ax], 1);
+    out[ax] = src[1 + nr++] = new_range(first + i - 1, s[ax], RANGE_REDUCE);
   }
   src[0] = make_index(x->src[0], out, n, valid);
-  int64_t op = x->arg[0];
-  return uop_new(OP_REDUCE, x->dtype, src, nr + 1, &op, 1);
+  int64_t arg[2] = {x->arg[0], 1};
+  return uop_new(OP_REDUCE, x->dtype, src, nr + 1, arg, 2);
+}
+
+/* Stage 2 of a GROUPed reduction: combine the partials of every group. */
+static uop *reduce_partials(lower_ctx *c, uop *x, uop **idx, int n, uop *valid) {
+  if (!c->partial_range) c->partial_range = new_range(c->next_range++, c->groups, RANGE_REDUCE);
+  uop *g = c->partial_range;
+  uop *at = uop_add(uop_mul(g, uop_idx(c->out_numel)), flat_index(idx, uop_shape(x), n));
+  uop *load = uop_new3(OP_LOAD, x->dtype, c->scratch, at, valid);
+  uop *src[2] = {load, g};
+  int64_t arg[2] = {x->arg[0], 1};
+  return uop_new(OP_REDUCE, x->dtype, src, 2, arg, 2);
+}
+
+static bool is_kernel_reduce(lower_ctx *c, uop *x) {
+  const kshape *ks = c->ks;
+  if (x->narg - 1 != ks->nred) return false;
+  const int64_t *s = uop_shape(x->src[0]);
+  for (int j = 0; j < ks->nred; j++)
+    if (s[x->arg[1 + j]] != ks->size[ks->nout + j]) return false;
+  return true;
+}
+
+static uop *lower_reduce(lower_ctx *c, uop *x, uop **idx, int n, uop *valid) {
+  if (!is_kernel_reduce(c, x)) return reduce_plain(c, x, idx, n, valid);
+  if (c->stage == STAGE_COMBINE) return reduce_partials(c, x, idx, n, valid);
+  const kshape *ks = c->ks;
+  uop *src[KS_MAX_UPCAST + KS_MAX_AXES];
+  int dup[KS_MAX_AXES], ndup = dup_axes(c, AX_UNROLL, dup), nb = 0;
+  /* a padded reduce dim that is exactly the lane axis: its padded lanes accumulate apart and
+   * the final combine skips them (arg[2] = lanes to combine) instead of masking every body */
+  int lane_only = -1;
+  if (c->lane >= 0 && ks->ax[c->lane].kind == AX_UNROLL) {
+    int d = ks->ax[c->lane].dim;
+    if (ks->padded[d] != ks->size[d] && ks->padded[d] == c->lanes) lane_only = d;
+  }
+  for (int j = 0; j < ndup; j++) c->val[dup[j]] = 0;
+  do { /* one body per combination of the unrolled reduce axes */
+    uop *out[TG_MAX_DIMS], *rvalid = uop_const_bool(true);
+    memcpy(out, idx, sizeof(uop *) * (size_t)n);
+    for (int j = 0; j < ks->nred; j++) {
+      uop *ri = dim_index(c, ks->nout + j);
+      out[x->arg[1 + j]] = dim_clamp(c, ks->nout + j, ri);
+      if (ks->nout + j != lane_only) rvalid = land(rvalid, dim_valid(c, ks->nout + j, ri));
+    }
+    uop *body = make_index(x->src[0], out, n, valid);
+    if (!uop_is_const_val(rvalid, 1)) body = uop_new3(OP_WHERE, x->dtype, rvalid, body, reduce_identity((uop_op)x->arg[0], x->dtype));
+    src[nb++] = body;
+  } while (next_copy(c, dup, ndup));
+  int ns = nb;
+  for (int i = 0; i < ks->nax; i++) /* its loops in loop order, then the lane */
+    if (ks->ax[i].kind == AX_REDUCE) src[ns++] = c->var[i];
+  if (c->lane >= 0 && ks->ax[c->lane].kind == AX_UNROLL) src[ns++] = c->lane_range;
+  int64_t arg[3] = {x->arg[0], nb, lane_only >= 0 ? ks->size[lane_only] : 0};
+  return uop_new(OP_REDUCE, x->dtype, src, ns, arg, lane_only >= 0 ? 3 : 2);
 }
 
 static const lowerer lowerers[OP_COUNT] = {
@@ -160,35 +322,166 @@ static uop *lower_index(void *ctx, uop *u, uop **cap) {
 
 /* After simplification: drop validity that became always-true, and masks already on loads. */
 static uop *load_always_valid(void *ctx, uop *u, uop **cap) {
-  (void)ctx, (void)u;
-  return uop_new2(OP_LOAD, u->dtype, cap['g' - 'a'], cap['i' - 'a']);
+  (void)ctx;
+  uop *src[2] = {cap['g' - 'a'], cap['i' - 'a']};
+  return uop_new(OP_LOAD, u->dtype, src, 2, u->arg, u->narg);
 }
 static uop *masked_load(void *ctx, uop *u, uop **cap) {
   (void)ctx, (void)u;
   return cap['l' - 'a'];
+}
+static uop *store_always_valid(void *ctx, uop *u, uop **cap) {
+  (void)ctx, (void)cap;
+  return uop_new(OP_STORE, u->dtype, u->src, 3, u->arg, u->narg);
 }
 
 static const rule lower_rule_list[] = {{"(INDEX ...)", lower_index}, {NULL, NULL}};
 static const rule cleanup_rule_list[] = {
     {"(LOAD g i true)", load_always_valid},
     {"(WHERE v l=(LOAD g i v) 0)", masked_load},
+    {"(STORE g i v true)", store_always_valid},
     {NULL, NULL},
 };
 
+/* ---------------------------------------------------------------- vector accesses */
+
+static bool uses_lane(lower_ctx *c, uop *u) {
+  if (u == c->lane_range) return true;
+  uintptr_t m = (uintptr_t)ptrmap_get(&c->uses_lane, u);
+  if (m) return m == 1;
+  bool r = false;
+  for (int i = 0; i < u->nsrc && !r; i++) r = uses_lane(c, u->src[i]);
+  ptrmap_put(&c->uses_lane, u, (void *)(uintptr_t)(r ? 1 : 2));
+  return r;
+}
+
+/* Flatten an index sum into terms coef * base plus a constant. */
+typedef struct term {
+  int64_t coef;
+  uop *base;
+} term;
+
+static int flatten(uop *u, int64_t mul, term *t, int n, int cap, int64_t *k) {
+  if (n < 0) return n;
+  if (u->op == OP_ADD) return flatten(u->src[1], mul, t, flatten(u->src[0], mul, t, n, cap, k), cap, k);
+  if (u->op == OP_CONST) { *k += mul * u->arg[0]; return n; }
+  if (u->op == OP_MUL && u->src[1]->op == OP_CONST) return flatten(u->src[0], mul * u->src[1]->arg[0], t, n, cap, k);
+  if (n == cap) return -1;
+  t[n].coef = mul, t[n].base = u;
+  return n + 1;
+}
+
+static bool lane_contiguous(lower_ctx *c, uop *idx, uop **base, bool *aligned, bool *clamped);
+
+/* A padded dim's clamp k - max(k - e, 0) of a contiguous e: its lanes run on (past k: don't
+ * care). The base is e's. */
+static bool clamped_lane(lower_ctx *c, uop *u, uop **base, bool *aligned) {
+  if (u->op != OP_SUB || u->src[0]->op != OP_CONST) return false;
+  uop *m = u->src[1], *k = u->src[0];
+  if (m->op != OP_MAX || !uop_is_const_val(m->src[1], 0) || m->src[0]->op != OP_SUB || m->src[0]->src[0] != k) return false;
+  bool inner;
+  return lane_contiguous(c, m->src[0]->src[1], base, aligned, &inner) && !inner;
+}
+
+/* idx == base + lane with base free of the lane? Then *base and whether it is a multiple
+ * of the lane count (an aligned vector: buffers are 64-byte aligned). *clamped: the lane runs
+ * through a padded dim's clamp, so the vector may reach past the buffer. */
+static bool lane_contiguous(lower_ctx *c, uop *idx, uop **base, bool *aligned, bool *clamped) {
+  term t[64];
+  int64_t k = 0;
+  int n = flatten(idx, 1, t, 0, 64, &k), at = -1;
+  if (n < 0) return false;
+  *aligned = k % c->lanes == 0, *clamped = false;
+  uop *inner = NULL;
+  bool inner_aligned = true;
+  for (int i = 0; i < n; i++) {
+    if (t[i].coef == 1 && at < 0 && t[i].base == c->lane_range) { at = i; continue; }
+    if (t[i].coef == 1 && at < 0 && clamped_lane(c, t[i].base, &inner, &inner_aligned)) { at = i, *clamped = true; continue; }
+    if (uses_lane(c, t[i].base)) return false;
+    if (t[i].coef % c->lanes) *aligned = false;
+  }
+  if (at < 0) return false;
+  uop *s = inner ? inner : uop_idx(k);
+  if (inner) s = uop_add(s, uop_idx(k)), *aligned = *aligned && inner_aligned;
+  for (int i = 0; i < n; i++)
+    if (i != at) s = uop_add(s, uop_mul(t[i].base, uop_idx(t[i].coef)));
+  *base = uop_simplify(s);
+  return *base != NULL;
+}
+
+static bool vector_dtype(tg_dtype dt) { return dt != TG_BOOL && !dtype_is_half(dt); }
+
+/* LOAD/STORE(g, base + lane, …) → LOAD/STORE(g, base, …) with arg [lanes, aligned, checked].
+ * A checked load (its mask differs per lane, or its lanes run through a padded dim's clamp)
+ * reads the whole vector only when it lies inside the buffer (DEFINE_GLOBAL arg[1] elements),
+ * keeping the valid lanes, and otherwise gathers lane by lane from its full index, its last
+ * source. A store gated per lane is one vector store when every lane is on, else lane by lane. */
+static uop *vector_access(void *ctx, uop *u, uop **cap) {
+  (void)cap;
+  lower_ctx *c = ctx;
+  bool store = u->op == OP_STORE;
+  int mask_at = store ? 3 : 2;
+  tg_dtype dt = store ? u->src[2]->dtype : u->dtype;
+  if (u->narg || !vector_dtype(dt) || !uses_lane(c, u->src[1])) return NULL;
+  bool lane_mask = u->nsrc > mask_at && uses_lane(c, u->src[mask_at]);
+  uop *base;
+  bool aligned, clamped;
+  if (!lane_contiguous(c, u->src[1], &base, &aligned, &clamped)) return NULL;
+  if (clamped && store) return NULL;
+  bool checked = lane_mask || clamped, full_index = checked && !store;
+  uop *src[5];
+  memcpy(src, u->src, sizeof(uop *) * (size_t)u->nsrc);
+  src[1] = base;
+  if (full_index) src[u->nsrc] = u->src[1];
+  int64_t arg[3] = {c->lanes, aligned, checked};
+  return uop_new(u->op, u->dtype, src, u->nsrc + full_index, arg, 3);
+}
+
+static const rule vector_rule_list[] = {
+    {"(LOAD g i)", vector_access},
+    {"(LOAD g i m)", vector_access},
+    {"(STORE g i v)", vector_access},
+    {"(STORE g i v m)", vector_access},
+    {NULL, NULL},
+};
+
+int uop_lanes(ptrmap *memo, uop *u) {
+  uintptr_t m = (uintptr_t)ptrmap_get(memo, u);
+  if (m) return (int)m - 1;
+  int lanes = 0;
+  if (u->op == OP_RANGE && u->arg[1] == RANGE_LANE) lanes = (int)uop_const_ivalue(u->src[0]);
+  else if ((u->op == OP_LOAD || u->op == OP_STORE) && u->narg) lanes = (int)u->arg[0];
+  if (u->op == OP_REDUCE) {
+    bool over_lane = false;
+    for (int i = reduce_nbody(u); i < u->nsrc; i++) over_lane |= u->src[i]->arg[1] == RANGE_LANE;
+    for (int i = 0; i < reduce_nbody(u) && !over_lane; i++) {
+      int l = uop_lanes(memo, u->src[i]);
+      if (l > lanes) lanes = l;
+    }
+  } else {
+    for (int i = 0; i < u->nsrc; i++) {
+      int l = uop_lanes(memo, u->src[i]);
+      if (l > lanes) lanes = l;
+    }
+  }
+  ptrmap_put(memo, u, (void *)(uintptr_t)(lanes + 1));
+  return lanes;
+}
+
+/* ---------------------------------------------------------------- the kernel */
+
 /* Name (r_ for reductions, E_ for elementwise, then the output shape) and buffer traffic. */
-static void kernel_facts(uop *ast, uop *sink, kernel_info *info) {
-  bool reduce = false;
+static void kernel_facts(uop *ast, kernel_info *info) {
   uop **order;
-  int n = uop_toposort(sink, &order);
-  for (int i = 0; i < n; i++) reduce |= order[i]->op == OP_REDUCE;
-  free(order);
+  int n = uop_toposort(ast, &order);
+  bool reduce = false;
   info->bytes = (uint64_t)shape_numel(ast->arg, ast->narg) * tg_dtype_size(ast->dtype);
   info->nbufs = 1;
-  n = uop_toposort(ast, &order);
   for (int i = 0; i < n; i++) {
+    reduce |= order[i]->op == OP_REDUCE_AXIS;
     if (order[i]->op != OP_PARAM) continue;
     info->bytes += (uint64_t)shape_numel(order[i]->arg + 1, order[i]->narg - 1) * tg_dtype_size(order[i]->dtype);
-    info->nbufs++;
+    if (order[i]->arg[0] + 1 > info->nbufs) info->nbufs = (int)order[i]->arg[0] + 1;
   }
   free(order);
   int len = snprintf(info->name, sizeof info->name, "%s", reduce ? "r" : "E");
@@ -197,25 +490,140 @@ static void kernel_facts(uop *ast, uop *sink, kernel_info *info) {
   snprintf(info->name + len, sizeof info->name - (size_t)len, "_%04llx", (unsigned long long)(ast->hash & 0xffff));
 }
 
-uop *lower_kernel(uop *ast, kernel_info *info) {
-  static rule_table *lower_rules, *cleanup;
-  if (!lower_rules) {
-    lower_rules = rule_table_compile("lower", lower_rule_list);
-    static rule_table *parts[2];
-    parts[0] = rule_table_compile("lower_cleanup", cleanup_rule_list);
-    parts[1] = (rule_table *)symbolic_rules();
-    cleanup = rule_table_merge("lower_cleanup+symbolic", parts, 2);
+static uop *first_reduce(uop *ast) {
+  uop **order, *r = NULL;
+  int n = uop_toposort(ast, &order);
+  for (int i = 0; i < n && !r; i++)
+    if (order[i]->op == OP_REDUCE_AXIS) r = order[i];
+  free(order);
+  return r;
+}
+
+static void setup_axes(lower_ctx *c, int stage) {
+  const kshape *ks = c->ks;
+  c->lane = kshape_lane_axis(ks);
+  c->next_range = ks->nax;
+  for (int i = 0; i < ks->nax; i++) {
+    const kaxis *x = &ks->ax[i];
+    c->var[i] = NULL;
+    if (i == c->lane) {
+      c->var[i] = c->lane_range = new_range(i, x->size, RANGE_LANE);
+      c->lanes = x->size;
+    } else if (x->kind == AX_GLOBAL) c->var[i] = new_range(i, x->size, RANGE_GLOBAL);
+    else if (x->kind == AX_REDUCE) c->var[i] = new_range(i, x->size, RANGE_REDUCE);
+    else if (x->kind == AX_THREAD || (x->kind == AX_GROUP && stage == STAGE_PARTIAL))
+      c->var[i] = new_range(i, x->size, RANGE_PARALLEL);
+    if (x->kind == AX_GROUP) c->groups = x->size;
   }
-  lower_ctx c = {0};
-  int nd = ast->narg;
-  uop *idx[TG_MAX_DIMS];
-  for (int i = 0; i < nd; i++) idx[i] = ast->arg[i] == 1 ? uop_idx(0) : range(&c, ast->arg[i], 0);
-  uop *expr = make_index(ast->src[0], idx, nd, uop_const_bool(true));
-  uop *out = uop_new(OP_DEFINE_GLOBAL, ast->dtype, NULL, 0, (int64_t[]){0}, 1);
-  uop *store = uop_new3(OP_STORE, ast->dtype, out, flat_index(idx, ast->arg, nd), expr);
-  uop *sink = uop_new(OP_SINK, TG_BOOL, &store, 1, NULL, 0);
-  sink = graph_rewrite(sink, lower_rules, &c);
-  sink = graph_rewrite(sink, cleanup, NULL);
-  if (sink) kernel_facts(ast, sink, info);
+}
+
+/* The value stored for one output element: the kernel's expression, or in stage 1 the
+ * partial of its reduction (the reduce reached through ALU ops and reshapes only). */
+static uop *output_value(lower_ctx *c, uop *ast, uop **idx, uop *valid) {
+  if (c->stage != STAGE_PARTIAL) return make_index(ast->src[0], idx, ast->narg, valid);
+  uop *r = first_reduce(ast);
+  uop *view = uop_new(OP_RESHAPE, r->dtype, &r, 1, ast->arg, ast->narg);
+  return make_index(view, idx, ast->narg, valid);
+}
+
+static uop *lower_stores(lower_ctx *c, uop *ast, kernel_info *info) {
+  const kshape *ks = c->ks;
+  int nd = ast->narg, dup[KS_MAX_AXES], ndup = dup_axes(c, AX_UPCAST, dup);
+  uop *out = uop_new(OP_DEFINE_GLOBAL, ast->dtype, NULL, 0, (int64_t[]){0, c->out_numel}, 2);
+  uop *stores[KS_MAX_UPCAST];
+  int ns = 0;
+  if (c->stage != STAGE_ONLY) {
+    uop *r = first_reduce(ast);
+    c->scratch = uop_new(OP_DEFINE_GLOBAL, r->dtype, NULL, 0, (int64_t[]){info->nbufs, c->groups * c->out_numel}, 2);
+  }
+  for (int j = 0; j < ndup; j++) c->val[dup[j]] = 0;
+  do { /* one store per combination of the unrolled output axes */
+    uop *idx[TG_MAX_DIMS], *math[TG_MAX_DIMS], *valid = uop_const_bool(true);
+    for (int d = 0; d < nd; d++) {
+      idx[d] = dim_index(c, d);
+      math[d] = dim_clamp(c, d, idx[d]);
+      valid = land(valid, dim_valid(c, d, idx[d]));
+    }
+    uop *value = output_value(c, ast, math, uop_const_bool(true)), *at = flat_index(idx, ast->arg, nd), *buf = out;
+    if (c->stage == STAGE_PARTIAL) {
+      int g = kshape_parallel_axis(ks);
+      at = uop_add(uop_mul(c->var[g], uop_idx(c->out_numel)), at);
+      buf = c->scratch;
+    }
+    uop *src[4] = {buf, at, value, valid};
+    stores[ns++] = uop_new(OP_STORE, value->dtype, src, 4, NULL, 0);
+  } while (next_copy(c, dup, ndup));
+  return uop_new(OP_SINK, TG_BOOL, stores, ns, NULL, 0);
+}
+
+static const rule_table *tables(int which) {
+  static rule_table *t[3];
+  if (!t[0]) {
+    t[0] = rule_table_compile("lower", lower_rule_list);
+    static rule_table *parts[2]; /* kept: the merged table refers to them */
+    parts[0] = rule_table_compile("lower_cleanup", cleanup_rule_list), parts[1] = (rule_table *)symbolic_rules();
+    t[1] = rule_table_merge("lower_cleanup+symbolic", parts, 2);
+    t[2] = rule_table_compile("vector_access", vector_rule_list);
+  }
+  return t[which];
+}
+
+uop *lower_kernel(uop *ast, const kshape *ks_in, int stage, kernel_info *info) {
+  kshape plain;
+  if (!ks_in) {
+    if (kshape_init(&plain, ast) < 0) return NULL;
+    ks_in = &plain;
+  }
+  lower_ctx c = {.ks = ks_in, .stage = stage, .lane = -1, .out_numel = shape_numel(ast->arg, ast->narg)};
+  kernel_facts(ast, info);
+  setup_axes(&c, stage);
+  uop *sink = lower_stores(&c, ast, info);
+  sink = graph_rewrite(sink, tables(0), &c);
+  sink = graph_rewrite(sink, tables(1), NULL);
+  if (sink && c.lane_range) sink = graph_rewrite(sink, tables(2), &c);
+  ptrmap_free(&c.uses_lane);
+  ptrmap_free(&c.plain_ranges);
   return sink;
+}
+
+/* ---------------------------------------------------------------- access analysis */
+
+/* How each buffer access of the unoptimized kernel moves with each dim: the coefficient of
+ * the dim's index in the element index (0: independent of it, -1: not linear in it). */
+int kernel_accesses(uop *ast, kaccess *out, int cap) {
+  kshape ks;
+  kernel_info info;
+  if (kshape_init(&ks, ast) < 0) return -1;
+  size_t mark = uop_pool_mark();
+  uop *sink = lower_kernel(ast, &ks, STAGE_ONLY, &info);
+  uop **order;
+  int n = sink ? uop_toposort(sink, &order) : -1, na = 0;
+  if (n < 0) { uop_pool_release(mark); return -1; }
+  uop *range_of[KS_MAX_DIMS] = {0};
+  for (int i = 0; i < n; i++) /* range ids are axis indices */
+    if (order[i]->op == OP_RANGE && order[i]->arg[0] < ks.nax) range_of[ks.ax[order[i]->arg[0]].dim] = order[i];
+  for (int i = 0; i < n && na < cap; i++) {
+    uop *u = order[i];
+    if (u->op != OP_LOAD && u->op != OP_STORE) continue;
+    kaccess *a = &out[na++];
+    memset(a, 0, sizeof *a);
+    a->slot = (int)u->src[0]->arg[0], a->store = u->op == OP_STORE;
+    a->dtype = u->op == OP_STORE ? u->src[2]->dtype : u->dtype;
+    term t[64];
+    int64_t k = 0;
+    int nt = flatten(u->src[1], 1, t, 0, 64, &k);
+    for (int d = 0; d < ks.nout + ks.nred; d++) {
+      if (!range_of[d]) continue;
+      lower_ctx probe = {.lane_range = range_of[d]};
+      for (int j = 0; j < nt && a->coef[d] >= 0; j++) {
+        if (t[j].base == range_of[d]) a->coef[d] += t[j].coef;
+        else if (uses_lane(&probe, t[j].base)) a->coef[d] = -1;
+      }
+      if (nt < 0) a->coef[d] = -1;
+      ptrmap_free(&probe.uses_lane);
+    }
+  }
+  free(order);
+  uop_pool_release(mark);
+  return na;
 }

@@ -28,7 +28,7 @@ uop *buffer_new(tg_dtype dt, const int64_t *shape, int nd) {
   b->data = data, b->nbytes = nbytes;
   int64_t arg[TG_MAX_DIMS + 2];
   arg[0] = (int64_t)(intptr_t)b;
-  memcpy(arg + 1, shape, sizeof(int64_t) * (size_t)nd);
+  if (nd) memcpy(arg + 1, shape, sizeof(int64_t) * (size_t)nd); /* shape may be NULL for scalars */
   uop *u = uop_new(OP_BUFFER, dt, NULL, 0, arg, nd + 1);
   if (!u) { free(data), free(b); return NULL; }
   tg_buffers_alive++, tg_bytes_alive += nbytes, buffer_serial++;

@@ -12,9 +12,13 @@
 
 #include "codegen/codegen.h"
 #include "runtime/helpers.h"
+#include "runtime/threadpool.h"
 #include "uop/rewrite.h"
 
-#define CPU_FLAGS "-O2 -march=native -fwrapv -fno-math-errno -fPIC -shared"
+/* -fno-tree-slp-vectorize: GCC 12 miscompiles lane-by-lane code on vector types under SLP
+ * (a comparison stored into a vector lane and converted reads back as -1); kernels carry
+ * their own vector code. */
+#define CPU_FLAGS "-O2 -march=native -fwrapv -fno-math-errno -fno-tree-slp-vectorize -fPIC -shared"
 
 static const char *compiler(void) {
   const char *cc = getenv("CC");
@@ -33,7 +37,7 @@ static int mkdirs(const char *path) {
   return mkdir(tmp, 0755) < 0 && errno != EEXIST ? -1 : 0;
 }
 
-static void cache_dir(char *buf, size_t n) {
+void cpu_cache_dir(char *buf, size_t n) {
   const char *d = getenv("TG_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
   if (d && *d) snprintf(buf, n, "%s", d);
   else if (xdg && *xdg) snprintf(buf, n, "%s/tg", xdg);
@@ -68,71 +72,161 @@ static int run_compiler(const char *src, const char *so_path) {
   return 0;
 }
 
-void *cpu_compile(const char *src, const char *name) {
+const char *cpu_device_name(void) {
+  static char name[256];
+  if (!name[0]) snprintf(name, sizeof name, "cpu %s %s threads=%d", compiler(), CPU_FLAGS, threadpool_size());
+  return name;
+}
+
+int cpu_compile(const char *src, const char *const *names, int n, void **fns) {
   char dir[1024], so_path[1100];
   bool disk = tg_getenv_int("CACHELEVEL", 1) > 0;
   uint64_t h1 = hash_bytes(src, strlen(src), 1), h2 = hash_bytes(src, strlen(src), 2);
   h1 = hash_mix(h1, hash_bytes(compiler(), strlen(compiler()), 3));
   h2 = hash_mix(h2, hash_bytes(CPU_FLAGS, strlen(CPU_FLAGS), 4));
-  if (disk) cache_dir(dir, sizeof dir);
+  if (disk) cpu_cache_dir(dir, sizeof dir);
   else snprintf(dir, sizeof dir, "%s", P_tmpdir);
-  if (mkdirs(dir) < 0) {
-    tg_set_error(TG_ERR_COMPILE, "compile: cannot create cache directory %s", dir);
-    return NULL;
-  }
+  if (mkdirs(dir) < 0) return tg_set_error(TG_ERR_COMPILE, "compile: cannot create cache directory %s", dir);
   snprintf(so_path, sizeof so_path, "%s/%s%016llx%016llx.so", dir, disk ? "" : "tg-nocache-",
            (unsigned long long)h1, (unsigned long long)h2);
   double t0 = tg_now();
   bool cached = disk && access(so_path, R_OK) == 0;
-  if (!cached && run_compiler(src, so_path) < 0) return NULL;
+  if (!cached && run_compiler(src, so_path) < 0) return TG_ERR_COMPILE;
   void *lib = dlopen(so_path, RTLD_NOW | RTLD_LOCAL);
   if (!disk) unlink(so_path);
-  if (!lib) {
-    tg_set_error(TG_ERR_COMPILE, "compile: dlopen %s failed: %s", so_path, dlerror());
-    return NULL;
-  }
-  void *fn = dlsym(lib, name);
-  if (!fn) {
-    tg_set_error(TG_ERR_COMPILE, "compile: symbol %s missing", name);
-    return NULL;
-  }
+  if (!lib) return tg_set_error(TG_ERR_COMPILE, "compile: dlopen %s failed: %s", so_path, dlerror());
+  for (int i = 0; i < n; i++)
+    if (!(fns[i] = dlsym(lib, names[i]))) return tg_set_error(TG_ERR_COMPILE, "compile: symbol %s missing", names[i]);
   tg_global_stats.kernels_compiled++;
   tg_global_stats.disk_cache_hits += cached;
   tg_global_stats.compile_seconds += tg_now() - t0;
-  return fn; /* the library stays loaded for the life of the process */
+  return 0; /* the library stays loaded for the life of the process */
 }
 
 /* ---------------------------------------------------------------- programs */
 
 static ptrmap by_ast;    /* serialized-AST hash → cached_program chain */
-static ptrmap by_source; /* interned source hash → program, for equal source from other ASTs */
+static ptrmap by_source; /* source hash → program, for equal source from other ASTs */
 
-static program *build_program(uop *ast) {
+static int parallel_iterations(const kshape *ks) {
+  int a = kshape_parallel_axis(ks);
+  return a < 0 ? 1 : (int)ks->ax[a].size;
+}
+
+/* Lower, linearize and check one stage. */
+static int build_stage(uop *ast, const kshape *ks, int stage, kernel_info *info, lin_program *lin) {
+  uop *sink = lower_kernel(ast, ks, stage, info);
+  if (!sink) return tg_last_error()[0] ? TG_ERR_COMPILE : tg_set_error(TG_ERR_COMPILE, "lowering %s failed", info->name);
+  int rc = linearize(sink, lin, info);
+  if (rc == 0 && tg_spec_checks()) rc = program_spec_check(lin);
+  double real = 1; /* padded positions are not real work */
+  for (int d = 0; d < ks->nout + ks->nred; d++) real *= (double)ks->size[d] / (double)ks->padded[d];
+  info->flops = (uint64_t)((double)info->flops * real);
+  return rc;
+}
+
+program *program_build(uop *ast, const kshape *ks) {
   size_t mark = uop_pool_mark();
   program *p = calloc(1, sizeof *p);
-  lin_program lin = {0};
-  if (!p) goto fail;
-  uop *sink = lower_kernel(ast, &p->info);
-  if (!sink || linearize(sink, &lin, &p->info) < 0) goto fail;
-  if (tg_spec_checks() && program_spec_check(&lin) < 0) goto fail;
-  p->src = render_c(&lin, &p->info);
-  if (!p->src) goto fail;
+  lin_program lin[2] = {{0}};
+  if (!p) { tg_set_error(TG_ERR_NOMEM, "program: out of memory"); goto fail; }
+  p->ks = *ks;
+  int par = kshape_parallel_axis(ks);
+  bool grouped = par >= 0 && ks->ax[par].kind == AX_GROUP;
+  p->nstages = grouped ? 2 : 1;
+  char names[2][128];
+  const char *name_ptrs[2] = {names[0], names[1]};
+  for (int s = 0; s < p->nstages; s++) {
+    kernel_info info = {0};
+    if (build_stage(ast, ks, grouped ? STAGE_PARTIAL + s : STAGE_ONLY, &info, &lin[s]) < 0) goto fail;
+    uint64_t flops = p->info.flops + info.flops;
+    p->info = info, p->info.flops = flops;
+    snprintf(names[s], sizeof names[s], "%s%s", info.name, grouped ? (s ? "_combine" : "_partial") : "");
+    p->stage[s].parallel = s == 0 ? parallel_iterations(ks) : 1;
+  }
+  if (grouped) {
+    uop *r = NULL, **order;
+    int n = uop_toposort(ast, &order);
+    for (int i = 0; i < n && !r; i++)
+      if (order[i]->op == OP_REDUCE_AXIS) r = order[i];
+    free(order);
+    p->scratch_bytes = (size_t)ks->ax[par].size * (size_t)shape_numel(ast->arg, ast->narg) * tg_dtype_size(r->dtype);
+  }
+  p->src = render_c(lin, p->nstages, name_ptrs);
+  if (!p->src) { tg_set_error(TG_ERR_NOMEM, "render: out of memory"); goto fail; }
   if (tg_debug() >= 4) fprintf(stderr, "%s\n", p->src);
   uint64_t key = hash_bytes(p->src, strlen(p->src), 7) | 1;
   program *same = ptrmap_get(&by_source, (void *)(uintptr_t)key);
-  if (same && !strcmp(same->src, p->src)) p->fn = same->fn;
-  else if (!(p->fn = (void (*)(void **))cpu_compile(p->src, p->info.name))) goto fail;
-  ptrmap_put(&by_source, (void *)(uintptr_t)key, p);
-  free(lin.ops);
+  void *fns[2] = {0};
+  if (same && !strcmp(same->src, p->src)) fns[0] = (void *)same->stage[0].fn, fns[1] = (void *)same->stage[1].fn;
+  else if (cpu_compile(p->src, name_ptrs, p->nstages, fns) < 0) goto fail;
+  else ptrmap_put(&by_source, (void *)(uintptr_t)key, p);
+  for (int s = 0; s < p->nstages; s++) p->stage[s].fn = (kernel_fn)fns[s];
+  free(lin[0].ops), free(lin[1].ops);
   uop_pool_release(mark);
   return p;
 fail:
-  free(lin.ops);
+  free(lin[0].ops), free(lin[1].ops);
   if (p) free(p->src);
   free(p);
   uop_pool_release(mark);
   if (!tg_last_error()[0]) tg_set_error(TG_ERR_COMPILE, "codegen failed");
   return NULL;
+}
+
+void program_free(program *p) {
+  if (!p) return;
+  uint64_t key = hash_bytes(p->src, strlen(p->src), 7) | 1;
+  if (ptrmap_get(&by_source, (void *)(uintptr_t)key) == p) ptrmap_put(&by_source, (void *)(uintptr_t)key, NULL);
+  free(p->src);
+  free(p);
+}
+
+/* OPTS="UPCAST,1,16;THREAD,0,64" applies exactly these actions (for experiments); a kernel
+ * they do not fit gets the heuristics. */
+static int parse_opts(const char *text, kshape *ks) {
+  char buf[512];
+  snprintf(buf, sizeof buf, "%s", text);
+  for (char *save = NULL, *tok = strtok_r(buf, ";", &save); tok; tok = strtok_r(NULL, ";", &save)) {
+    char name[16];
+    int axis;
+    long long amount;
+    if (sscanf(tok, " %15[A-Z] , %d , %lld", name, &axis, &amount) != 3) return tg_set_error(TG_ERR_ARG, "OPTS: bad action '%s'", tok);
+    int k = 0;
+    while (k < OPT_COUNT && strcmp(opt_name((opt_kind)k), name)) k++;
+    int rc = kshape_apply(ks, (opt_action){(opt_kind)k, axis, amount});
+    if (rc < 0) return rc;
+  }
+  return 0;
+}
+
+/* The shape state a kernel is built with: OPTS, BEAM's cached or searched choice, or the
+ * heuristics (NOOPT=1: none). */
+static int choose_opts(uop *ast, kshape *ks) {
+  if (kshape_init(ks, ast) < 0) return TG_ERR_ARG;
+  const char *opts = getenv("OPTS");
+  if (opts && *opts && parse_opts(opts, ks) == 0) return 0;
+  int beam = tg_getenv_int("BEAM", 0);
+  if ((!opts || !*opts) && beam > 0 && !tg_getenv_int("NOOPT", 0) && beam_search(ast, beam, ks) == 0) return 0;
+  if ((opts && *opts) || beam > 0) {
+    if (tg_debug() >= 1) fprintf(stderr, "opt: falling back to the heuristics: %s\n", tg_last_error());
+    tg_clear_error();
+  }
+  if (kshape_init(ks, ast) < 0) return TG_ERR_ARG;
+  kshape_optimize(ks, ast);
+  return 0;
+}
+
+static program *build_program(uop *ast) {
+  kshape ks;
+  if (choose_opts(ast, &ks) < 0) return NULL;
+  program *p = program_build(ast, &ks);
+  if (p && tg_debug() >= 2) {
+    char buf[512];
+    kshape_describe(&ks, buf, sizeof buf);
+    fprintf(stderr, "opt %-28s %s\n", p->info.name, buf);
+  }
+  return p;
 }
 
 /* Programs are found by the serialized AST (not by node pointer), so the cache never keeps a
@@ -144,7 +238,29 @@ typedef struct cached_program {
   struct cached_program *next; /* same hash */
 } cached_program;
 
+/* The test hook: kernels built with the hook's state, uncached, freed when it is reset. */
+static struct {
+  opt_hook_fn fn;
+  void *ctx;
+  VEC(program *) built;
+} hook;
+
+void program_set_opt_hook(opt_hook_fn fn, void *ctx) {
+  for (size_t i = 0; i < hook.built.n; i++) program_free(hook.built.v[i]);
+  VEC_FREE(hook.built);
+  hook.fn = fn, hook.ctx = ctx;
+}
+
+static program *build_hooked(uop *ast) {
+  kshape ks;
+  if (kshape_init(&ks, ast) < 0 || hook.fn(ast, &ks, hook.ctx) < 0) return NULL;
+  program *p = program_build(ast, &ks);
+  if (p && VEC_PUSH(hook.built, p) < 0) { program_free(p); return NULL; }
+  return p;
+}
+
 program *program_get(uop *ast) {
+  if (hook.fn) return build_hooked(ast);
   int64_t *key;
   int nkey = uop_serialize(ast, &key);
   if (nkey < 0) { tg_set_error(TG_ERR_NOMEM, "program cache: out of memory"); return NULL; }
@@ -160,16 +276,33 @@ program *program_get(uop *ast) {
   return p;
 }
 
+int program_exec(program *p, void **args) {
+  void *all[66];
+  int n = p->info.nbufs;
+  if (n > 64) return tg_set_error(TG_ERR_DEVICE, "kernel %s has %d buffers (max 64)", p->info.name, n);
+  memcpy(all, args, sizeof(void *) * (size_t)n);
+  void *scratch = NULL;
+  if (p->scratch_bytes) {
+    scratch = aligned_alloc(64, (p->scratch_bytes + 63) / 64 * 64);
+    if (!scratch) return tg_set_error(TG_ERR_NOMEM, "kernel %s: out of memory for %zu bytes of partials", p->info.name, p->scratch_bytes);
+    all[n] = scratch;
+  }
+  for (int s = 0; s < p->nstages; s++) threadpool_run(p->stage[s].fn, all, p->stage[s].parallel, 0);
+  free(scratch);
+  return 0;
+}
+
 int program_run(program *p, void **args) {
   double t0 = tg_now();
-  p->fn(args);
+  int rc = program_exec(p, args);
   double dt = tg_now() - t0;
+  if (rc < 0) return rc;
   tg_global_stats.kernels_run++;
   tg_global_stats.kernel_seconds += dt;
   tg_global_stats.flops += p->info.flops;
   tg_global_stats.bytes_moved += p->info.bytes;
   if (tg_debug() >= 1)
-    fprintf(stderr, "kernel %-28s %9.3f ms %8.2f GFLOPS\n", p->info.name, dt * 1e3,
-            dt > 0 ? (double)p->info.flops / dt * 1e-9 : 0.0);
+    fprintf(stderr, "kernel %-28s %9.3f ms %8.2f GFLOPS %8.2f GB/s\n", p->info.name, dt * 1e3,
+            dt > 0 ? (double)p->info.flops / dt * 1e-9 : 0.0, dt > 0 ? (double)p->info.bytes / dt * 1e-9 : 0.0);
   return 0;
 }

@@ -125,7 +125,12 @@ static uop *realized_rule(void *ctx, uop *u, uop **cap) {
   (void)ctx, (void)cap;
   return u->realized;
 }
-static const rule realized_rules_list[] = {{"x", realized_rule}, {NULL, NULL}};
+/* DETACH only matters to autograd: kernels never see it */
+static uop *strip_detach(void *ctx, uop *u, uop **cap) {
+  (void)ctx, (void)u;
+  return cap['x' - 'a'];
+}
+static const rule realized_rules_list[] = {{"(DETACH x)", strip_detach}, {"x", realized_rule}, {NULL, NULL}};
 
 /* ---- running */
 
@@ -148,6 +153,7 @@ int schedule_realize(uop **targets, int n, uop **out) {
   uop *sink = uop_new(OP_SINK, TG_BOOL, targets, n, NULL, 0);
   uop *g = sink ? graph_rewrite_ex(sink, realized_rules, NULL, true) : NULL;
   if (!g) { rc = tg_set_error(TG_ERR_NOMEM, "schedule: out of memory"); goto done; }
+  if (tg_spec_checks() && (rc = uop_spec_tensor(g)) < 0) goto done;
   for (int i = 0; i < g->nsrc; i++)
     if (g->src[i]->op != OP_BUFFER) add_root(&s, g->src[i]);
   choose_roots(&s);
@@ -167,8 +173,10 @@ int schedule_realize(uop **targets, int n, uop **out) {
       fprintf(stderr, "kernel AST:\n");
       uop_print(ast, stderr);
     }
-    rc = ast ? run_kernel(ast, k.bufs.v, (int)k.bufs.n, shape_numel(uop_shape(r), uop_ndim(r)))
-             : tg_set_error(TG_ERR_NOMEM, "schedule: out of memory");
+    if (ast && tg_spec_checks()) rc = uop_spec_kernel(ast);
+    if (rc == 0)
+      rc = ast ? run_kernel(ast, k.bufs.v, (int)k.bufs.n, shape_numel(uop_shape(r), uop_ndim(r)))
+               : tg_set_error(TG_ERR_NOMEM, "schedule: out of memory");
     VEC_FREE(k.bufs);
     /* remember the buffer, unless r lives inside the (cached) AST: then the cache would keep
      * the buffer alive forever (a kernel without inputs) */

@@ -36,6 +36,7 @@ tg_scope *tg_scope_begin(void) {
 }
 
 static void destroy_tensor(tg_tensor *t) {
+  if (t->requires_grad) grad_forget(t);
   uop_decref(t->u);
   tg_free(t->grad);
   free(t);

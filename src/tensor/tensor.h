@@ -24,6 +24,9 @@ tg_tensor *null_arg(const char *op);
 /* Error with a message; returns NULL. */
 tg_tensor *tensor_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* Drop a dying marked tensor from the parameter registry (src/grad/gradient.c). */
+void grad_forget(tg_tensor *t);
+
 /* Graph building on uops (results belong to the uop pool). */
 uop *ushape_reshape(uop *x, const int64_t *shape, int nd);
 uop *ushape_expand(uop *x, const int64_t *shape, int nd);

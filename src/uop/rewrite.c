@@ -32,6 +32,7 @@ struct rule_table {
   const char *name;
   crule *rules;
   int nrules;
+  bool owns_patterns; /* false for merged tables: the parts own them */
   int *index[OP_COUNT]; /* per op: rule numbers, -1 terminated */
 };
 
@@ -133,6 +134,21 @@ static upat *parse_pat(parser *p) {
 
 /* ---------------------------------------------------------------- tables */
 
+static void free_pat(upat *q) {
+  if (!q) return;
+  for (int i = 0; i < q->nsrc; i++) free_pat(q->src[i]);
+  free(q);
+}
+
+void rule_table_free(rule_table *t) {
+  if (!t) return;
+  for (int op = 0; op < OP_COUNT; op++) free(t->index[op]);
+  if (t->owns_patterns)
+    for (int r = 0; r < t->nrules; r++) free_pat(t->rules[r].pat);
+  free(t->rules);
+  free(t);
+}
+
 static int build_index(rule_table *t) {
   for (int op = 0; op < OP_COUNT; op++) {
     int n = 0;
@@ -150,7 +166,7 @@ rule_table *rule_table_compile(const char *name, const rule *rules) {
   while (rules[n].pattern) n++;
   rule_table *t = calloc(1, sizeof *t);
   if (!t || !(t->rules = calloc((size_t)n + 1, sizeof *t->rules))) return free(t), NULL;
-  t->name = name, t->nrules = n;
+  t->name = name, t->nrules = n, t->owns_patterns = true;
   for (int i = 0; i < n; i++) {
     parser p = {rules[i].pattern, rules[i].pattern, false};
     t->rules[i].pat = parse_pat(&p);
@@ -158,10 +174,12 @@ rule_table *rule_table_compile(const char *name, const rule *rules) {
     t->rules[i].fn = rules[i].fn;
     if (p.failed || *p.s) {
       fprintf(stderr, "tg: bad pattern in %s: \"%s\" near \"%s\"\n", name, p.src, p.s);
+      rule_table_free(t);
       return NULL; /* programming error; tables are static */
     }
   }
-  return build_index(t) < 0 ? NULL : t;
+  if (build_index(t) < 0) return rule_table_free(t), NULL;
+  return t;
 }
 
 rule_table *rule_table_merge(const char *name, rule_table *const *tables, int n) {
@@ -175,7 +193,8 @@ rule_table *rule_table_merge(const char *name, rule_table *const *tables, int n)
   t->name = name;
   for (int i = 0; i < n; i++)
     for (int r = 0; r < tables[i]->nrules; r++) t->rules[t->nrules++] = tables[i]->rules[r];
-  return build_index(t) < 0 ? NULL : t;
+  if (build_index(t) < 0) return rule_table_free(t), NULL;
+  return t;
 }
 
 const char *rule_table_name(const rule_table *t) { return t->name; }

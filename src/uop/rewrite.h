@@ -30,6 +30,8 @@ rule_table *rule_table_compile(const char *name, const rule *rules);
 /* Several tables merged into one (first rules first). */
 rule_table *rule_table_merge(const char *name, rule_table *const *tables, int n);
 const char *rule_table_name(const rule_table *t);
+/* Free a table (NULL is a no-op). A merged table borrows its parts' patterns: free it first. */
+void rule_table_free(rule_table *t);
 
 /* Rewrite bottom-up to a fixed point with memoization. The result belongs to the pool. */
 uop *graph_rewrite(uop *root, const rule_table *rules, void *ctx);

@@ -139,7 +139,10 @@ static uop *cval_const(tg_dtype dt, cval v) {
 
 /* ---------------------------------------------------------------- value ranges */
 
-static bool has_range(const uop *u) { return u->dtype == TG_BOOL || dtype_is_int(u->dtype); }
+/* uint64 values above INT64_MAX do not fit the int64 range arithmetic: no range for them. */
+static bool has_range(const uop *u) {
+  return u->dtype == TG_BOOL || (dtype_is_int(u->dtype) && u->dtype != TG_UINT64);
+}
 
 static int64_t sat_add(int64_t a, int64_t b, bool *ovf) {
   int64_t r;
@@ -244,7 +247,10 @@ static void compute_range(uop *u) {
       break;
     default: break;
   }
-  if (ovf) dtype_limits(u->dtype, &lo, &hi);
+  /* a result outside the dtype wraps around at run time: then nothing is known */
+  int64_t tl, th;
+  dtype_limits(u->dtype, &tl, &th);
+  if (ovf || lo < tl || hi > th) lo = tl, hi = th;
   u->vmin = lo, u->vmax = hi, u->range_done = 1;
 }
 
@@ -261,6 +267,17 @@ int64_t uop_vmax(uop *u) {
 
 #define CAP(x) cap[(#x)[0] - 'a']
 #define CI(x) uop_const_ivalue(CAP(x))
+
+/* A constant of int dtype dt from a value computed with wrap-around (as the kernel would). */
+static uop *wrapped_const(tg_dtype dt, uint64_t v) { return cval_const(dt, wrap_int(dt, (int64_t)v)); }
+#define UCI(x) ((uint64_t)CI(x))
+
+/* Whether every value in lo..hi fits dtype dt (so an op producing them does not wrap). */
+static bool fits(tg_dtype dt, int64_t lo, int64_t hi) {
+  int64_t tl, th;
+  dtype_limits(dt, &tl, &th);
+  return dt != TG_UINT64 && lo >= tl && hi <= th;
+}
 
 /* Any ALU op on constants, or an int/bool op whose range is a single value. */
 static uop *fold(void *ctx, uop *u, uop **cap) {
@@ -300,7 +317,7 @@ static uop *same_dtype_cast(void *c, uop *u, uop **cap) {
 /* (x + a) + b → x + (a + b) */
 static uop *add_consts(void *c, uop *u, uop **cap) {
   (void)c;
-  return uop_add(CAP(x), uop_const_int(u->dtype, CI(a) + CI(b)));
+  return uop_add(CAP(x), wrapped_const(u->dtype, UCI(a) + UCI(b)));
 }
 /* (x + a) + y → (x + y) + a */
 static uop *add_const_out(void *c, uop *u, uop **cap) {
@@ -311,7 +328,7 @@ static uop *add_const_out(void *c, uop *u, uop **cap) {
 /* (x * a) * b → x * (a * b) */
 static uop *mul_consts(void *c, uop *u, uop **cap) {
   (void)c;
-  return uop_mul(CAP(x), uop_const_int(u->dtype, CI(a) * CI(b)));
+  return uop_mul(CAP(x), wrapped_const(u->dtype, UCI(a) * UCI(b)));
 }
 /* (x + y) * c → x*c + y*c */
 static uop *distribute(void *c, uop *u, uop **cap) {
@@ -324,28 +341,36 @@ static uop *x_times_2(void *c, uop *u, uop **cap) {
 }
 static uop *x_times_a1(void *c, uop *u, uop **cap) {
   (void)c;
-  return uop_mul(CAP(x), uop_const_int(u->dtype, CI(a) + 1));
+  return uop_mul(CAP(x), wrapped_const(u->dtype, UCI(a) + 1));
 }
 static uop *x_times_ab(void *c, uop *u, uop **cap) {
   (void)c;
-  return uop_mul(CAP(x), uop_const_int(u->dtype, CI(a) + CI(b)));
+  return uop_mul(CAP(x), wrapped_const(u->dtype, UCI(a) + UCI(b)));
 }
 static uop *sub_const(void *c, uop *u, uop **cap) {
   (void)c;
-  return uop_add(CAP(x), uop_const_int(u->dtype, -CI(a)));
+  return uop_add(CAP(x), wrapped_const(u->dtype, 0 - UCI(a)));
 }
-/* x + a < b → x < b - a */
+/* x + a < b → x < b - a, only where x + a cannot wrap around */
 static uop *lt_add(void *c, uop *u, uop **cap) {
   (void)c, (void)u;
-  return uop_alu(OP_CMPLT, CAP(x), uop_const_int(CAP(x)->dtype, CI(b) - CI(a)));
+  uop *x = CAP(x);
+  bool ovf = false;
+  int64_t lo = sat_add(uop_vmin(x), CI(a), &ovf), hi = sat_add(uop_vmax(x), CI(a), &ovf);
+  int64_t bound = sat_sub(CI(b), CI(a), &ovf);
+  if (ovf || !has_range(x) || !fits(x->dtype, lo, hi) || !fits(x->dtype, bound, bound)) return NULL;
+  return uop_alu(OP_CMPLT, x, uop_const_int(x->dtype, bound));
 }
-/* x * a < b (a > 0, ints) → x < ceil(b / a) */
+/* x * a < b (a > 0, ints) → x < ceil(b / a), only where x * a cannot wrap around */
 static uop *lt_mul(void *c, uop *u, uop **cap) {
   (void)c, (void)u;
+  uop *x = CAP(x);
   int64_t a = CI(a), b = CI(b);
-  if (a <= 0) return NULL;
-  int64_t q = b >= 0 ? (b + a - 1) / a : -((-b) / a);
-  return uop_alu(OP_CMPLT, CAP(x), uop_const_int(CAP(x)->dtype, q));
+  bool ovf = false;
+  int64_t lo = sat_mul(uop_vmin(x), a, &ovf), hi = sat_mul(uop_vmax(x), a, &ovf);
+  if (a <= 0 || ovf || !has_range(x) || !fits(x->dtype, lo, hi)) return NULL;
+  int64_t q = b / a + (b > 0 && b % a != 0); /* C division truncates: ceil for b < 0 */
+  return uop_alu(OP_CMPLT, x, uop_const_int(x->dtype, q));
 }
 
 /* ---- sums of terms for div/mod folding */
@@ -357,8 +382,15 @@ typedef struct term {
 static int flatten(uop *u, int64_t mul, term *t, int n, int cap, int64_t *k) {
   if (n < 0) return n;
   if (u->op == OP_ADD) return flatten(u->src[1], mul, t, flatten(u->src[0], mul, t, n, cap, k), cap, k);
-  if (u->op == OP_CONST) { *k += mul * u->arg[0]; return n; }
-  if (u->op == OP_MUL && u->src[1]->op == OP_CONST) return flatten(u->src[0], mul * u->src[1]->arg[0], t, n, cap, k);
+  bool ovf = false;
+  if (u->op == OP_CONST) {
+    *k = sat_add(*k, sat_mul(mul, u->arg[0], &ovf), &ovf);
+    return ovf ? -1 : n;
+  }
+  if (u->op == OP_MUL && u->src[1]->op == OP_CONST) {
+    int64_t m = sat_mul(mul, u->src[1]->arg[0], &ovf);
+    return ovf ? -1 : flatten(u->src[0], m, t, n, cap, k);
+  }
   if (n == cap) return -1;
   t[n].coef = mul, t[n].base = u;
   return n + 1;
@@ -375,12 +407,13 @@ static uop *build_sum(const term *t, int n, int64_t k, int64_t div) {
 }
 
 static int64_t gcd64(int64_t a, int64_t b) {
-  a = a < 0 ? -a : a, b = b < 0 ? -b : b;
-  while (b) { int64_t t = a % b; a = b, b = t; }
-  return a;
+  uint64_t x = a < 0 ? 0 - (uint64_t)a : (uint64_t)a, y = b < 0 ? 0 - (uint64_t)b : (uint64_t)b;
+  while (y) { uint64_t t = x % y; x = y, y = t; }
+  return x > INT64_MAX ? 1 : (int64_t)x; /* gcd 2^63 only with INT64_MIN terms: do not factor */
 }
 
-/* x // d and x % d for x >= 0, d > 0: split off the terms whose coefficient d divides. */
+/* x // d and x % d for x >= 0, d > 0: split off the multiples of d in the coefficients, e.g.
+ * (29a + b) % 28 = (a + b) % 28 (sliding-window views of convolutions make these). */
 static uop *divmod_fold(uop *x, int64_t d, bool is_mod) {
   if (d <= 0 || x->dtype != TG_INT64 || uop_vmin(x) < 0) return NULL;
   if (is_mod && uop_vmax(x) < d) return x;
@@ -389,9 +422,10 @@ static uop *divmod_fold(uop *x, int64_t d, bool is_mod) {
   int n = flatten(x, 1, t, 0, 32, &k), nq = 0, nr = 0;
   if (n < 0) return NULL;
   int64_t g = d;
-  for (int i = 0; i < n; i++) {
-    if (t[i].coef % d == 0) q[nq++] = t[i];
-    else r[nr++] = t[i], g = gcd64(g, t[i].coef);
+  for (int i = 0; i < n; i++) { /* a positive coefficient c splits into (c - c % d) + c % d */
+    int64_t c = t[i].coef, rem = c % d == 0 ? 0 : c > 0 ? c % d : c;
+    if (rem != c) q[nq++] = (term){c - rem, t[i].base};
+    if (rem) r[nr++] = (term){rem, t[i].base}, g = gcd64(g, rem);
   }
   int64_t kq = k >= 0 ? k / d * d : 0;
   uop *rest = build_sum(r, nr, k - kq, 1);
@@ -417,8 +451,9 @@ static uop *mod_fold(void *c, uop *u, uop **cap) { (void)c; (void)u; return divm
 /* (x // a) // b → x // (a*b) for x >= 0 */
 static uop *div_div(void *c, uop *u, uop **cap) {
   (void)c, (void)u;
-  if (uop_vmin(CAP(x)) < 0 || CI(a) <= 0 || CI(b) <= 0) return NULL;
-  return uop_alu(OP_IDIV, CAP(x), uop_idx(CI(a) * CI(b)));
+  int64_t ab;
+  if (uop_vmin(CAP(x)) < 0 || CI(a) <= 0 || CI(b) <= 0 || __builtin_mul_overflow(CI(a), CI(b), &ab)) return NULL;
+  return uop_alu(OP_IDIV, CAP(x), uop_idx(ab));
 }
 /* (x % a) % b → x % b when b divides a, x >= 0 */
 static uop *mod_mod(void *c, uop *u, uop **cap) {

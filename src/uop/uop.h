@@ -45,12 +45,13 @@
   X(BUFFER, 0, UOP_FLAG_TENSOR) X(PARAM, 0, UOP_FLAG_TENSOR)                    \
   X(CONST, 0, UOP_FLAG_TENSOR | UOP_FLAG_KERNEL) X(IOTA, 0, UOP_FLAG_TENSOR)    \
   X(REDUCE_AXIS, 1, UOP_FLAG_TENSOR) X(CONTIGUOUS, 1, UOP_FLAG_TENSOR)          \
+  X(DETACH, 1, UOP_FLAG_TENSOR) /* stop gradients; stripped by the scheduler */ \
   X(RESHAPE, 1, M_) X(PERMUTE, 1, M_) X(EXPAND, 1, M_) X(PAD, 1, M_)            \
   X(SHRINK, 1, M_) X(FLIP, 1, M_)                                               \
   /* lowering and kernels */                                                    \
   X(INDEX, -1, UOP_FLAG_KERNEL) X(DEFINE_GLOBAL, 0, UOP_FLAG_KERNEL)            \
   X(RANGE, 1, UOP_FLAG_KERNEL) X(LOAD, -1, UOP_FLAG_KERNEL)                     \
-  X(STORE, 3, UOP_FLAG_KERNEL) X(REDUCE, -1, UOP_FLAG_KERNEL)                   \
+  X(STORE, -1, UOP_FLAG_KERNEL) X(REDUCE, -1, UOP_FLAG_KERNEL)                   \
   X(SINK, -1, UOP_FLAG_TENSOR | UOP_FLAG_KERNEL)
 
 typedef enum uop_op {
@@ -135,4 +136,11 @@ int uop_serialize(uop *root, int64_t **out);
 /* Debug print of a graph (DEBUG=3). */
 void uop_print(uop *root, FILE *f);
 uint64_t uop_alive_count(void);
+
+/* Spec checks (spec.c), run when SPEC=1: 0, or TG_ERR_DEVICE with a message naming the op,
+ * its dtype and its sources' shapes. A tensor graph: sources' dtypes and shapes fit each op,
+ * movement arguments are valid. A kernel AST: SINK(expr) as schedule.c builds it, only ops
+ * lower.c can lower, one PARAM per slot. */
+int uop_spec_tensor(uop *root);
+int uop_spec_kernel(uop *ast);
 #endif

@@ -1,0 +1,113 @@
+/* matmul.c — float32 matrix multiply, N x N times N x N (default N = 1024): GFLOPS of tg
+ * (tg_realize of tg_matmul only, after a warm-up that compiles the kernel; best of several
+ * runs) next to OpenBLAS cblas_sgemm in the same run, with the ratio, and a check that the
+ * two results agree.
+ *
+ *   build/bench_matmul [N [RUNS]]      (linked with -lopenblas, see the Makefile) */
+#include <cblas.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <tg.h>
+
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static void fill(float *d, size_t n, uint32_t seed) {
+  for (size_t i = 0; i < n; i++) {
+    seed = seed * 1664525u + 1013904223u;
+    d[i] = (float)((seed >> 8) & 0xffff) / 65536.0f - 0.5f;
+  }
+}
+
+/* Seconds of one tg matmul realize (out receives the result). */
+static double tg_run(tg_tensor *a, tg_tensor *b, float *out, size_t bytes) {
+  tg_scope *s = tg_scope_begin();
+  tg_tensor *c = tg_matmul(a, b);
+  double t0 = now();
+  int rc = c ? tg_realize(c) : -1;
+  double t = now() - t0;
+  if (rc == 0 && out) rc = tg_to_host(c, out, bytes);
+  tg_scope_end(s);
+  if (rc != 0) {
+    fprintf(stderr, "tg matmul failed: %s\n", tg_last_error());
+    exit(1);
+  }
+  return t;
+}
+
+static double blas_run(int n, const float *a, const float *b, float *c) {
+  double t0 = now();
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
+  return now() - t0;
+}
+
+static double best_blas(int n, int runs, const float *a, const float *b, float *c) {
+  blas_run(n, a, b, c); /* warm-up */
+  double best = 1e30;
+  for (int r = 0; r < runs; r++) {
+    double t = blas_run(n, a, b, c);
+    best = t < best ? t : best;
+  }
+  return best;
+}
+
+int main(int argc, char **argv) {
+  int n = argc > 1 ? atoi(argv[1]) : 1024, runs = argc > 2 ? atoi(argv[2]) : 5;
+  if (n < 1 || runs < 1) return fprintf(stderr, "usage: bench_matmul [N [RUNS]]\n"), 2;
+  size_t count = (size_t)n * (size_t)n, bytes = count * sizeof(float);
+  float *a = malloc(bytes), *b = malloc(bytes), *c_tg = malloc(bytes), *c_blas = malloc(bytes);
+  if (!a || !b || !c_tg || !c_blas) return fprintf(stderr, "out of memory\n"), 1;
+  fill(a, count, 1), fill(b, count, 2);
+  double flop = 2.0 * n * (double)n * n;
+
+  int64_t shape[2] = {n, n};
+  tg_tensor *ta = tg_from_data(a, TG_FLOAT32, shape, 2), *tb = tg_from_data(b, TG_FLOAT32, shape, 2);
+  if (!ta || !tb) return fprintf(stderr, "%s\n", tg_last_error()), 1;
+  tg_reset_stats();
+  double first = tg_run(ta, tb, c_tg, bytes); /* compiles (or loads) the kernel */
+  tg_stats st = tg_get_stats();
+  double best = 1e30;
+  for (int r = 0; r < runs; r++) {
+    double t = tg_run(ta, tb, NULL, 0);
+    best = t < best ? t : best;
+  }
+
+  int threads = openblas_get_num_threads();
+  double blas_all = best_blas(n, runs, a, b, c_blas);
+  openblas_set_num_threads(1);
+  float *c_one = malloc(bytes);
+  double blas_one = c_one ? best_blas(n, runs, a, b, c_one) : 0;
+  openblas_set_num_threads(threads);
+
+  /* agreement: K = n products per element, float32 accumulation in different orders */
+  double max_err = 0, max_ref = 0;
+  for (size_t i = 0; i < count; i++) {
+    double e = fabs((double)c_tg[i] - (double)c_blas[i]);
+    max_err = e > max_err ? e : max_err;
+    max_ref = fabs((double)c_blas[i]) > max_ref ? fabs((double)c_blas[i]) : max_ref;
+  }
+  double tol = 1e-5 * sqrt((double)n) * (max_ref > 1 ? max_ref : 1);
+  bool agree = max_err <= tol;
+
+  printf("sgemm %d x %d x %d, float32, best of %d runs (first tg realize %.1f ms incl. %.1f ms compile/load)\n",
+         n, n, n, runs, first * 1e3, st.compile_seconds * 1e3);
+  printf("OpenBLAS: %s, core %s\n", openblas_get_config(), openblas_get_corename());
+  printf("%-30s %10s %10s %10s\n", "", "ms", "GFLOPS", "x tg speed");
+  printf("%-30s %10.2f %10.2f %10.2f\n", "tg (tg_realize)", best * 1e3, flop / best * 1e-9, 1.0);
+  printf("%-24s %2d thr %10.2f %10.2f %10.2f\n", "OpenBLAS cblas_sgemm", threads, blas_all * 1e3,
+         flop / blas_all * 1e-9, best / blas_all);
+  if (c_one)
+    printf("%-24s %2d thr %10.2f %10.2f %10.2f\n", "OpenBLAS cblas_sgemm", 1, blas_one * 1e3, flop / blas_one * 1e-9,
+           best / blas_one);
+  printf("tg / OpenBLAS(%d thr) speed: %.3f   results %s (max |diff| %.3g, max |c| %.3g)\n", threads,
+         blas_all / best, agree ? "agree" : "DISAGREE", max_err, max_ref);
+  tg_free(ta), tg_free(tb);
+  free(a), free(b), free(c_tg), free(c_blas), free(c_one);
+  return agree ? 0 : 1;
+}

@@ -1,0 +1,270 @@
+/* search.c — BEAM=n: pick a kernel's optimizations by timing real runs.
+ *
+ * Start from the unoptimized state and the heuristics' choice; each round extends every state
+ * in the beam by every (filtered) valid action, compiles and times the candidates on scratch
+ * buffers of the kernel's shapes, checks their output against the heuristics' program, and
+ * keeps the `width` fastest. It stops when a round brings no gain. The winner's actions are
+ * cached on disk (<cache>/beam-<hash>.txt, keyed by the serialized AST and the device: compiler,
+ * flags, threads), so a second run builds it directly.
+ *
+ * Knobs: BEAM=n (beam width), BEAM_CANDIDATES (per round, default 48), BEAM_TIMEOUT (seconds
+ * per kernel, default 120), DEBUG>=1 progress and the counts of failed and wrong candidates. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codegen/codegen.h"
+#include "runtime/threadpool.h"
+#include "tensor/tensor.h"
+#include "uop/dtype.h"
+
+typedef struct bench {
+  void *args[66];
+  size_t numel[66];
+  tg_dtype dtype[66];
+  int nbufs;
+  void *ref; /* output of the reference program */
+} bench;
+
+typedef struct candidate {
+  kshape ks;
+  double ms;
+} candidate;
+
+uint64_t tg_beam_searches, tg_beam_cache_hits;
+
+/* ---------------------------------------------------------------- buffers */
+
+static void bench_free(bench *b) {
+  for (int i = 0; i < 66; i++) free(b->args[i]);
+  free(b->ref);
+}
+
+/* Scratch buffers for every PARAM slot (small pseudo-random values) and the output. */
+static int bench_alloc(uop *ast, bench *b) {
+  memset(b, 0, sizeof *b);
+  uop **order;
+  int n = uop_toposort(ast, &order);
+  if (n < 0) return TG_ERR_NOMEM;
+  b->numel[0] = (size_t)shape_numel(ast->arg, ast->narg), b->dtype[0] = ast->dtype, b->nbufs = 1;
+  for (int i = 0; i < n; i++) {
+    uop *u = order[i];
+    if (u->op != OP_PARAM || u->arg[0] >= 64) continue;
+    int s = (int)u->arg[0];
+    b->numel[s] = (size_t)shape_numel(u->arg + 1, u->narg - 1), b->dtype[s] = u->dtype;
+    if (s + 1 > b->nbufs) b->nbufs = s + 1;
+  }
+  free(order);
+  uint64_t state = 0x9e3779b97f4a7c15ull;
+  for (int s = 0; s < b->nbufs; s++) {
+    size_t bytes = (b->numel[s] * tg_dtype_size(b->dtype[s]) + 63) / 64 * 64;
+    if (!(b->args[s] = aligned_alloc(64, bytes ? bytes : 64))) return TG_ERR_NOMEM;
+    memset(b->args[s], 0, bytes ? bytes : 64);
+    for (size_t i = 0; s > 0 && i < b->numel[s]; i++) {
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      double v = (double)(state >> 40) / (double)(1ull << 24); /* [0, 1) */
+      dtype_write(b->args[s], b->dtype[s], i, dtype_is_float(b->dtype[s]) ? 2 * v - 1 : floor(v * 8));
+    }
+  }
+  return 0;
+}
+
+static bool output_matches(const bench *b) {
+  for (size_t i = 0; i < b->numel[0]; i++) {
+    double x = dtype_read(b->args[0], b->dtype[0], i), y = dtype_read(b->ref, b->dtype[0], i);
+    if (isnan(x) && isnan(y)) continue;
+    if (!(fabs(x - y) <= 1e-3 + 1e-3 * fabs(y))) return false;
+  }
+  return true;
+}
+
+/* Best of a few runs in ms; gives up early when a run is slower than limit ms. */
+static double time_program(program *p, bench *b, double limit) {
+  double best = INFINITY;
+  for (int r = 0; r < 4; r++) {
+    double t0 = tg_now();
+    if (program_exec(p, b->args) < 0) return INFINITY;
+    double ms = (tg_now() - t0) * 1e3;
+    if (ms < best) best = ms;
+    if (ms > limit) break;
+  }
+  return best;
+}
+
+/* ---------------------------------------------------------------- disk cache */
+
+static void cache_path(uop *ast, char *path, size_t n) {
+  int64_t *key;
+  int nkey = uop_serialize(ast, &key);
+  uint64_t h = nkey < 0 ? 0 : hash_bytes(key, (size_t)nkey * sizeof *key, 21);
+  if (nkey >= 0) free(key);
+  const char *dev = cpu_device_name();
+  h = hash_mix(h, hash_bytes(dev, strlen(dev), 22));
+  char dir[1024];
+  cpu_cache_dir(dir, sizeof dir);
+  snprintf(path, n, "%s/beam-%016llx.txt", dir, (unsigned long long)h);
+}
+
+static bool cache_load(const char *path, uop *ast, kshape *ks) {
+  FILE *f = fopen(path, "r");
+  if (!f) return false;
+  int n, ok = fscanf(f, "%d", &n) == 1 && n >= 0 && n <= KS_MAX_ACTIONS;
+  if (ok) ok = kshape_init(ks, ast) == 0;
+  for (int i = 0; ok && i < n; i++) {
+    int k, axis;
+    long long amount;
+    ok = fscanf(f, "%d %d %lld", &k, &axis, &amount) == 3 && kshape_apply(ks, (opt_action){(opt_kind)k, axis, amount}) == 0;
+  }
+  fclose(f);
+  if (!ok) tg_clear_error();
+  return ok;
+}
+
+static void cache_store(const char *path, const kshape *ks) {
+  char tmp[1300];
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  FILE *f = fopen(tmp, "w");
+  if (!f) return;
+  fprintf(f, "%d\n", ks->napplied);
+  for (int i = 0; i < ks->napplied; i++)
+    fprintf(f, "%d %d %lld\n", (int)ks->applied[i].kind, ks->applied[i].axis, (long long)ks->applied[i].amount);
+  fclose(f);
+  rename(tmp, path);
+}
+
+/* ---------------------------------------------------------------- the search */
+
+/* The actions worth timing: common split sizes, whole-axis threads, padding to vectors. */
+static bool worth_trying(const kshape *ks, opt_action a) {
+  int64_t size = ks->ax[a.axis].size;
+  switch (a.kind) {
+    case OPT_UPCAST: case OPT_UNROLL: return a.amount == 2 || a.amount == 3 || a.amount == 4 || a.amount == 5 || a.amount == 8 || a.amount == 16;
+    case OPT_THREAD: return a.amount == size;
+    case OPT_GROUPTOP: return a.amount == threadpool_size() || a.amount == 2 * threadpool_size();
+    case OPT_GROUP: return false;
+    case OPT_PADTO: return a.amount == 8 || a.amount == 16;
+    default: return true;
+  }
+}
+
+static bool same_state(const kshape *a, const kshape *b) {
+  return a->nax == b->nax && !memcmp(a->ax, b->ax, sizeof(kaxis) * (size_t)a->nax) &&
+         !memcmp(a->padded, b->padded, sizeof(int64_t) * (size_t)(a->nout + a->nred));
+}
+
+typedef struct search {
+  uop *ast;
+  bench b;
+  candidate *pool;
+  int npool, cap;
+  int tried, failed, wrong;
+  double best_ms, deadline;
+} search;
+
+static bool seen(const search *s, const kshape *ks) {
+  for (int i = 0; i < s->npool; i++)
+    if (same_state(&s->pool[i].ks, ks)) return true;
+  return false;
+}
+
+/* Compile, check and time one state; adds it to the pool. */
+static void try_state(search *s, const kshape *ks) {
+  if (seen(s, ks) || tg_now() > s->deadline) return;
+  if (s->npool == s->cap) {
+    int cap = s->cap ? 2 * s->cap : 64;
+    candidate *p = realloc(s->pool, sizeof *p * (size_t)cap);
+    if (!p) return;
+    s->pool = p, s->cap = cap;
+  }
+  candidate *c = &s->pool[s->npool++];
+  c->ks = *ks, c->ms = INFINITY;
+  s->tried++;
+  program *p = program_build(s->ast, ks);
+  if (!p) { s->failed++; tg_clear_error(); return; }
+  memset(s->b.args[0], 0, s->b.numel[0] * tg_dtype_size(s->b.dtype[0]));
+  double ms = time_program(p, &s->b, 4 * s->best_ms + 1);
+  if (!output_matches(&s->b)) s->wrong++;
+  else c->ms = ms;
+  if (c->ms < s->best_ms) s->best_ms = c->ms;
+  program_free(p);
+}
+
+static int by_time(const void *a, const void *b) {
+  double x = ((const candidate *)a)->ms, y = ((const candidate *)b)->ms;
+  return (x > y) - (x < y);
+}
+
+/* One round: extend each beam state by every action worth trying (at most `limit`). */
+static void round_of(search *s, const candidate *beam, int nbeam, int limit) {
+  opt_action acts[1024];
+  int budget = limit;
+  for (int i = 0; i < nbeam && budget > 0; i++) {
+    int n = kshape_candidates(&beam[i].ks, acts, 1024);
+    for (int j = 0; j < n && budget > 0; j++) {
+      if (!worth_trying(&beam[i].ks, acts[j])) continue;
+      kshape next = beam[i].ks;
+      if (kshape_apply(&next, acts[j]) < 0) { tg_clear_error(); continue; }
+      if (seen(s, &next)) continue;
+      try_state(s, &next);
+      budget--;
+    }
+  }
+}
+
+static int run_search(search *s, int width, kshape *best) {
+  kshape start;
+  if (kshape_init(&start, s->ast) < 0) return TG_ERR_ARG;
+  kshape heur = start;
+  kshape_optimize(&heur, s->ast);
+  program *ref = program_build(s->ast, &heur);
+  if (!ref) return TG_ERR_COMPILE;
+  s->best_ms = time_program(ref, &s->b, INFINITY);
+  size_t bytes = s->b.numel[0] * tg_dtype_size(s->b.dtype[0]);
+  s->b.ref = malloc(bytes ? bytes : 1);
+  if (!s->b.ref) { program_free(ref); return TG_ERR_NOMEM; }
+  memcpy(s->b.ref, s->b.args[0], bytes);
+  program_free(ref);
+  try_state(s, &heur);
+  try_state(s, &start);
+  int limit = tg_getenv_int("BEAM_CANDIDATES", 48);
+  double last = INFINITY;
+  for (int r = 0; r < KS_MAX_ACTIONS && tg_now() < s->deadline; r++) {
+    qsort(s->pool, (size_t)s->npool, sizeof *s->pool, by_time);
+    int nbeam = s->npool < width ? s->npool : width;
+    candidate *beam = malloc(sizeof *beam * (size_t)(nbeam ? nbeam : 1));
+    if (!beam) break;
+    memcpy(beam, s->pool, sizeof *beam * (size_t)nbeam);
+    if (tg_debug() >= 1) {
+      char text[512];
+      kshape_describe(&beam[0].ks, text, sizeof text);
+      fprintf(stderr, "BEAM round %d: %d tried (%d failed, %d wrong), best %.3f ms: %s\n", r, s->tried, s->failed,
+              s->wrong, beam[0].ms, text);
+    }
+    bool gain = beam[0].ms < 0.99 * last;
+    last = beam[0].ms;
+    if (gain) round_of(s, beam, nbeam, limit);
+    free(beam);
+    if (!gain) break;
+  }
+  qsort(s->pool, (size_t)s->npool, sizeof *s->pool, by_time);
+  if (!s->npool || !isfinite(s->pool[0].ms)) return TG_ERR_COMPILE;
+  *best = s->pool[0].ks;
+  return 0;
+}
+
+int beam_search(uop *ast, int width, kshape *best) {
+  char path[1200];
+  cache_path(ast, path, sizeof path);
+  if (cache_load(path, ast, best)) { tg_beam_cache_hits++; return 0; }
+  search s = {.ast = ast, .deadline = tg_now() + tg_getenv_int("BEAM_TIMEOUT", 120)};
+  int rc = bench_alloc(ast, &s.b);
+  if (rc == 0) rc = run_search(&s, width < 1 ? 1 : width, best);
+  if (rc == 0) cache_store(path, best);
+  if (tg_debug() >= 1)
+    fprintf(stderr, "BEAM done: %d candidates, %d failed to compile, %d gave wrong results\n", s.tried, s.failed, s.wrong);
+  tg_beam_searches++;
+  free(s.pool);
+  bench_free(&s.b);
+  return rc;
+}

@@ -1,0 +1,306 @@
+/* conv.c — convolution, transposed convolution and pooling, the tinygrad way: sliding
+ * windows are a view of the input made only of movement ops (pad, shrink, reshape, expand,
+ * permute; see pool_windows), and a convolution is a broadcast multiply of those windows
+ * with the weight followed by a sum. No im2col copy is made: the scheduler turns the whole
+ * thing (plus a bias add or any elementwise op after it) into one reduction kernel. */
+#include <math.h>
+#include <stdio.h>
+
+#include "nn/functional.h"
+
+#define NSP 2 /* spatial axes handled by the public functions (the helpers take any count) */
+
+static int64_t ceildiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/* Finish a function body: move r out of scope s (r may be NULL) and close s. */
+static tg_tensor *finish(tg_scope *s, tg_tensor *r) {
+  r = tg_keep(r);
+  tg_scope_end(s);
+  return r;
+}
+
+/* Pad (positive) or crop (negative) the last nsp axes by before[i] / after[i]. */
+static tg_tensor *pad_or_crop(tg_tensor *x, const int64_t *before, const int64_t *after, int nsp, double value) {
+  int nd = tg_ndim(x), lead = nd - nsp;
+  int64_t pb[TG_MAX_DIMS] = {0}, pa[TG_MAX_DIMS] = {0}, st[TG_MAX_DIMS] = {0}, en[TG_MAX_DIMS];
+  for (int i = 0; i < nsp; i++) {
+    pb[lead + i] = before[i] > 0 ? before[i] : 0;
+    pa[lead + i] = after[i] > 0 ? after[i] : 0;
+  }
+  x = tg_pad(x, pb, pa, value);
+  for (int i = 0; i < nd; i++) en[i] = uop_shape(x->u)[i];
+  for (int i = 0; i < nsp; i++) {
+    st[lead + i] = before[i] < 0 ? -before[i] : 0;
+    en[lead + i] -= after[i] < 0 ? -after[i] : 0;
+  }
+  return tg_shrink(x, st, en);
+}
+
+/* Sliding windows over the last nsp axes (tinygrad's Tensor._pool):
+ *   (..., i_0, .., i_n) → (..., o_0, .., o_n, k_0, .., k_n)
+ * where window o starts at o*s and its taps are d apart; o = ceil((i - d(k-1)) / s).
+ * Views only. When windows overlap (k > s) or are dilated, the axis is repeated and re-cut
+ * with a row length of i*f + d, so that consecutive rows shift by d (the skew trick);
+ * otherwise a plain reshape into (o, s) blocks suffices. */
+static tg_tensor *pool_windows(tg_tensor *x, const int64_t *k, const int64_t *s, const int64_t *d, int nsp) {
+  int nd = tg_ndim(x), lead = nd - nsp;
+  int64_t i_[TG_MAX_DIMS], o_[TG_MAX_DIMS], sh[TG_MAX_DIMS], st[TG_MAX_DIMS] = {0}, en[TG_MAX_DIMS];
+  int perm[TG_MAX_DIMS];
+  bool simple = true;
+  for (int j = 0; j < nsp; j++) {
+    i_[j] = uop_shape(x->u)[lead + j];
+    o_[j] = ceildiv(i_[j] - d[j] * (k[j] - 1), s[j]);
+    simple &= k[j] <= s[j] && d[j] == 1;
+  }
+  for (int a = 0; a < lead; a++) sh[a] = en[a] = uop_shape(x->u)[a], perm[a] = a;
+  if (simple) { /* (o*s) → (o, s) → keep the first k of each block */
+    int64_t pb[TG_MAX_DIMS] = {0}, pa[TG_MAX_DIMS] = {0};
+    for (int j = 0; j < nsp; j++) pa[j] = o_[j] * s[j] > i_[j] ? o_[j] * s[j] - i_[j] : 0;
+    x = pad_or_crop(x, pb, pa, nsp, 0);
+    for (int j = 0; j < nsp; j++) en[lead + j] = o_[j] * s[j];
+    x = tg_shrink(x, st, en);
+    for (int j = 0; j < nsp; j++) sh[lead + 2 * j] = o_[j], sh[lead + 2 * j + 1] = s[j];
+    x = tg_reshape(x, sh, lead + 2 * nsp);
+    for (int j = 0; j < nsp; j++) en[lead + 2 * j] = o_[j], en[lead + 2 * j + 1] = k[j];
+    x = tg_shrink(x, st, en);
+    for (int j = 0; j < nsp; j++) perm[lead + j] = lead + 2 * j, perm[lead + nsp + j] = lead + 2 * j + 1;
+    return tg_permute(x, perm, lead + 2 * nsp);
+  }
+  int64_t f[TG_MAX_DIMS], rep[TG_MAX_DIMS];
+  for (int a = 0; a < lead; a++) rep[a] = 1;
+  for (int j = 0; j < nsp; j++) { /* f = 2 when the strided cut needs more room than one row */
+    f[j] = 1 + (o_[j] * s[j] > i_[j] - d[j] * (k[j] - 1));
+    rep[lead + j] = ceildiv(k[j] * (i_[j] * f[j] + d[j]), i_[j]);
+  }
+  x = tg_repeat(x, rep, nd);
+  for (int j = 0; j < nsp; j++) en[lead + j] = k[j] * (i_[j] * f[j] + d[j]);
+  x = tg_shrink(x, st, en);
+  for (int j = 0; j < nsp; j++) sh[lead + 2 * j] = k[j], sh[lead + 2 * j + 1] = i_[j] * f[j] + d[j];
+  x = tg_reshape(x, sh, lead + 2 * nsp); /* (k, i*f + d): row r starts at input r*d */
+  for (int j = 0; j < nsp; j++) en[lead + 2 * j] = k[j], en[lead + 2 * j + 1] = o_[j] * s[j];
+  x = tg_shrink(x, st, en);
+  for (int j = 0; j < nsp; j++)
+    sh[lead + 3 * j] = k[j], sh[lead + 3 * j + 1] = o_[j], sh[lead + 3 * j + 2] = s[j];
+  x = tg_reshape(x, sh, lead + 3 * nsp); /* (k, o, s): keep s = 0 */
+  for (int j = 0; j < nsp; j++) en[lead + 3 * j] = k[j], en[lead + 3 * j + 1] = o_[j], en[lead + 3 * j + 2] = 1;
+  x = tg_shrink(x, st, en);
+  for (int j = 0; j < nsp; j++) sh[lead + 2 * j] = k[j], sh[lead + 2 * j + 1] = o_[j];
+  x = tg_reshape(x, sh, lead + 2 * nsp);
+  for (int j = 0; j < nsp; j++) perm[lead + j] = lead + 2 * j + 1, perm[lead + nsp + j] = lead + 2 * j;
+  return tg_permute(x, perm, lead + 2 * nsp);
+}
+
+/* The convolution proper, arguments already checked. x (N, G*Cin, *in), w (G*Cout, Cin, *k);
+ * padding per side may be negative (a crop, used by conv_transpose2d). */
+static tg_tensor *conv_core(tg_tensor *x, tg_tensor *w, tg_tensor *bias, const int64_t *stride,
+                            const int64_t *pad_before, const int64_t *pad_after, const int64_t *dilation,
+                            int64_t groups, int nsp) {
+  int64_t bs = tg_dim(x, 0), cout = tg_dim(w, 0), cin = tg_dim(w, 1), rcout = cout / groups;
+  int64_t k[TG_MAX_DIMS];
+  for (int j = 0; j < nsp; j++) k[j] = tg_dim(w, 2 + j);
+  x = pool_windows(pad_or_crop(x, pad_before, pad_after, nsp, 0), k, stride, dilation, nsp); /* (N, G*Cin, *o, *k) */
+  int64_t xs[TG_MAX_DIMS], es[TG_MAX_DIMS], ws[TG_MAX_DIMS], out[TG_MAX_DIMS];
+  int perm[TG_MAX_DIMS], n = 4 + 2 * nsp, axes[TG_MAX_DIMS];
+  xs[0] = es[0] = bs, xs[1] = es[1] = groups, xs[2] = es[2] = cin, xs[3] = 1, es[3] = rcout;
+  ws[0] = 1, ws[1] = groups, ws[2] = rcout, ws[3 + nsp] = cin;
+  out[0] = bs, out[1] = cout;
+  for (int j = 0; j < nsp; j++) {
+    xs[4 + j] = es[4 + j] = out[2 + j] = tg_dim(x, 2 + j);
+    xs[4 + nsp + j] = es[4 + nsp + j] = ws[4 + nsp + j] = k[j];
+    ws[3 + j] = 1;
+  }
+  /* (N, G, Cin, 1, *o, *k) → expand Cout/G → permute to (N, G, Cout/G, *o, Cin, *k) */
+  x = tg_expand(tg_reshape(x, xs, n), es, n);
+  perm[0] = 0, perm[1] = 1, perm[2] = 3, perm[3 + nsp] = 2;
+  for (int j = 0; j < nsp; j++) perm[3 + j] = 4 + j, perm[4 + nsp + j] = 4 + nsp + j;
+  x = tg_permute(x, perm, n);
+  tg_tensor *prod = tg_mul(x, tg_reshape(w, ws, n));
+  for (int j = 0; j <= nsp; j++) axes[j] = n - 1 - j;
+  tg_tensor *y = tg_reshape(tg_sum(prod, axes, nsp + 1, false), out, 2 + nsp);
+  return bias ? tg_add(y, nn_channel_view(bias, 2 + nsp)) : y;
+}
+
+/* ---------------------------------------------------------------- argument checks */
+
+/* Copy a per-axis int parameter (NULL → dflt) and check it is >= lo. */
+static bool get_param(const char *op, const char *what, const int *p, int dflt, int lo, int64_t *out) {
+  for (int j = 0; j < NSP; j++) {
+    out[j] = p ? p[j] : dflt;
+    if (out[j] < lo) {
+      tensor_error("%s: %s must be >= %d, got (%d, %d)", op, what, lo, p[0], p[1]);
+      return false;
+    }
+  }
+  return true;
+}
+
+static bool check_rank4(const char *op, const char *what, tg_tensor *t) {
+  char b[256];
+  if (tg_ndim(t) == 4) return nn_need_float(op, what, t);
+  tensor_error("%s: %s must have 4 axes, got %s", op, what, NN_SHAPE(t, b));
+  return false;
+}
+
+static bool check_groups(const char *op, int groups, int64_t a, const char *an, int64_t b, const char *bn) {
+  if (groups >= 1 && a % groups == 0 && b % groups == 0) return true;
+  tensor_error("%s: groups = %d must be >= 1 and divide %s = %lld and %s = %lld", op, groups, an, (long long)a, bn,
+               (long long)b);
+  return false;
+}
+
+/* The dilated kernel must fit in the padded input: out = (in + 2p - d(k-1) - 1) / s + 1 >= 1. */
+static bool check_fits(const char *op, tg_tensor *x, tg_tensor *w, const int64_t *pad, const int64_t *dil) {
+  char a[256], b[256];
+  for (int j = 0; j < NSP; j++) {
+    int64_t in = tg_dim(x, 2 + j) + 2 * pad[j], span = dil[j] * (tg_dim(w, 2 + j) - 1) + 1;
+    if (tg_dim(w, 2 + j) < 1 || span > in) {
+      tensor_error("%s: kernel %s (dilated extent %lld) does not fit the padded input %s (%lld on axis %d)", op,
+                   NN_SHAPE(w, a), (long long)span, NN_SHAPE(x, b), (long long)in, 2 + j);
+      return false;
+    }
+  }
+  return true;
+}
+
+/* ---------------------------------------------------------------- convolutions */
+
+tg_tensor *tg_conv2d(tg_tensor *x, tg_tensor *weight, tg_tensor *bias, const int stride[2], const int padding[2],
+                     const int dilation[2], int groups) {
+  const char *op = "conv2d";
+  if (!x || !weight) return null_arg(op);
+  int64_t st[NSP], pad[NSP], dil[NSP];
+  char a[256], b[256];
+  if (!check_rank4(op, "x", x) || !check_rank4(op, "weight", weight) ||
+      !get_param(op, "stride", stride, 1, 1, st) || !get_param(op, "padding", padding, 0, 0, pad) ||
+      !get_param(op, "dilation", dilation, 1, 1, dil) ||
+      !check_groups(op, groups, tg_dim(x, 1), "input channels", tg_dim(weight, 0), "output channels"))
+    return NULL;
+  if (tg_dim(weight, 1) * groups != tg_dim(x, 1))
+    return tensor_error("%s: weight %s expects %lld input channels (%d groups), x %s has %lld", op,
+                        NN_SHAPE(weight, a), (long long)(tg_dim(weight, 1) * groups), groups, NN_SHAPE(x, b),
+                        (long long)tg_dim(x, 1));
+  if (!nn_check_channel_param(op, "bias", bias, tg_dim(weight, 0)) || !check_fits(op, x, weight, pad, dil))
+    return NULL;
+  tg_scope *s = tg_scope_begin();
+  return finish(s, conv_core(x, weight, bias, st, pad, pad, dil, groups, NSP));
+}
+
+/* Insert s-1 zeros between neighbours on the last nsp axes: (.., n) → (.., (n-1)*s + 1). */
+static tg_tensor *dilate_input(tg_tensor *x, const int64_t *s, int nsp) {
+  int nd = tg_ndim(x), lead = nd - nsp;
+  int64_t sh[TG_MAX_DIMS], pb[TG_MAX_DIMS] = {0}, pa[TG_MAX_DIMS] = {0}, st[TG_MAX_DIMS] = {0}, en[TG_MAX_DIMS];
+  for (int a = 0; a < lead; a++) sh[a] = en[a] = tg_dim(x, a);
+  for (int j = 0; j < nsp; j++) { /* (n) → (n, 1) → pad → (n, s) → (n*s) → crop the trailing s-1 */
+    sh[lead + 2 * j] = tg_dim(x, lead + j), sh[lead + 2 * j + 1] = 1;
+    pa[lead + 2 * j + 1] = s[j] - 1;
+  }
+  x = tg_pad(tg_reshape(x, sh, lead + 2 * nsp), pb, pa, 0);
+  for (int j = 0; j < nsp; j++) sh[lead + j] = tg_dim(x, lead + 2 * j) * s[j], en[lead + j] = sh[lead + j] - (s[j] - 1);
+  return tg_shrink(tg_reshape(x, sh, nd), st, en);
+}
+
+/* weight (G*Cin, Cout, *k) → (G*Cout, Cin, *k) with the kernel flipped: the conv2d weight
+ * whose correlation with the dilated input is the transposed convolution. */
+static tg_tensor *transpose_weight(tg_tensor *w, int64_t groups, int nsp) {
+  int nd = tg_ndim(w);
+  int64_t sh[TG_MAX_DIMS], flat[TG_MAX_DIMS];
+  int flip[TG_MAX_DIMS];
+  sh[0] = groups, sh[1] = tg_dim(w, 0) / groups, sh[2] = tg_dim(w, 1);
+  flat[0] = groups * tg_dim(w, 1), flat[1] = tg_dim(w, 0) / groups;
+  for (int j = 0; j < nsp; j++) sh[3 + j] = flat[2 + j] = tg_dim(w, 2 + j), flip[j] = 3 + j;
+  tg_tensor *g = tg_transpose(tg_reshape(w, sh, nd + 1), 1, 2);
+  return tg_reshape(tg_flip(g, flip, nsp), flat, nd);
+}
+
+static bool check_transpose_sizes(const char *op, tg_tensor *x, tg_tensor *w, const int64_t *st,
+                                  const int64_t *pad, const int64_t *opad, const int64_t *dil) {
+  char a[256], b[256];
+  for (int j = 0; j < NSP; j++) {
+    if (opad[j] >= st[j] && opad[j] >= dil[j])
+      return tensor_error("%s: output_padding %lld must be smaller than stride %lld or dilation %lld", op,
+                          (long long)opad[j], (long long)st[j], (long long)dil[j]), false;
+    int64_t k = tg_dim(w, 2 + j);
+    int64_t out = (tg_dim(x, 2 + j) - 1) * st[j] - 2 * pad[j] + dil[j] * (k - 1) + opad[j] + 1;
+    if (k < 1 || out < 1)
+      return tensor_error("%s: x %s with weight %s gives an empty output (size %lld on axis %d)", op,
+                          NN_SHAPE(x, a), NN_SHAPE(w, b), (long long)out, 2 + j), false;
+  }
+  return true;
+}
+
+tg_tensor *tg_conv_transpose2d(tg_tensor *x, tg_tensor *weight, tg_tensor *bias, const int stride[2],
+                               const int padding[2], const int output_padding[2], const int dilation[2],
+                               int groups) {
+  const char *op = "conv_transpose2d";
+  if (!x || !weight) return null_arg(op);
+  int64_t st[NSP], pad[NSP], opad[NSP], dil[NSP];
+  char a[256], b[256];
+  if (!check_rank4(op, "x", x) || !check_rank4(op, "weight", weight) ||
+      !get_param(op, "stride", stride, 1, 1, st) || !get_param(op, "padding", padding, 0, 0, pad) ||
+      !get_param(op, "output_padding", output_padding, 0, 0, opad) ||
+      !get_param(op, "dilation", dilation, 1, 1, dil))
+    return NULL;
+  if (tg_dim(weight, 0) != tg_dim(x, 1))
+    return tensor_error("%s: weight %s expects %lld input channels, x %s has %lld", op, NN_SHAPE(weight, a),
+                        (long long)tg_dim(weight, 0), NN_SHAPE(x, b), (long long)tg_dim(x, 1));
+  if (groups < 1 || tg_dim(x, 1) % groups)
+    return tensor_error("%s: groups = %d must be >= 1 and divide the %lld input channels", op, groups,
+                        (long long)tg_dim(x, 1));
+  if (!nn_check_channel_param(op, "bias", bias, tg_dim(weight, 1) * groups) ||
+      !check_transpose_sizes(op, x, weight, st, pad, opad, dil))
+    return NULL;
+  tg_scope *s = tg_scope_begin();
+  int64_t before[NSP], after[NSP];
+  for (int j = 0; j < NSP; j++) {
+    before[j] = dil[j] * (tg_dim(weight, 2 + j) - 1) - pad[j];
+    after[j] = before[j] + opad[j];
+  }
+  tg_tensor *xd = dilate_input(x, st, NSP), *w = transpose_weight(weight, groups, NSP);
+  int64_t one[NSP] = {1, 1};
+  return finish(s, conv_core(xd, w, bias, one, before, after, dil, groups, NSP));
+}
+
+/* ---------------------------------------------------------------- pooling */
+
+static bool check_pool(const char *op, tg_tensor *x, const int *kernel, const int64_t *k, const int64_t *pad) {
+  char b[256];
+  if (tg_ndim(x) < 2) return tensor_error("%s: x %s needs at least 2 axes", op, NN_SHAPE(x, b)), false;
+  if (!nn_need_float(op, "x", x)) return false;
+  for (int j = 0; j < NSP; j++) {
+    if (pad[j] > k[j] / 2)
+      return tensor_error("%s: padding (%lld, %lld) must be at most half the kernel (%d, %d)", op, (long long)pad[0],
+                          (long long)pad[1], kernel[0], kernel[1]), false;
+    int64_t in = tg_dim(x, -2 + j) + 2 * pad[j];
+    if (k[j] > in)
+      return tensor_error("%s: kernel (%d, %d) larger than the padded input %s (+%lld padding)", op, kernel[0],
+                          kernel[1], NN_SHAPE(x, b), (long long)pad[j]), false;
+  }
+  return true;
+}
+
+/* Windows (..., oh, ow, kh, kw) of x padded with `fill`, or NULL after an argument error. */
+static tg_tensor *pool_args(const char *op, tg_tensor *x, const int kernel[2], const int stride[2],
+                            const int padding[2], double fill) {
+  int64_t k[NSP], st[NSP], pad[NSP], one[NSP] = {1, 1};
+  if (!kernel) return tensor_error("%s: kernel is NULL", op);
+  if (!get_param(op, "kernel", kernel, 1, 1, k) || !get_param(op, "padding", padding, 0, 0, pad)) return NULL;
+  if (stride ? !get_param(op, "stride", stride, 1, 1, st) : !get_param(op, "kernel", kernel, 1, 1, st)) return NULL;
+  if (!check_pool(op, x, kernel, k, pad)) return NULL;
+  return pool_windows(pad_or_crop(x, pad, pad, NSP, fill), k, st, one, NSP);
+}
+
+tg_tensor *tg_max_pool2d(tg_tensor *x, const int kernel[2], const int stride[2], const int padding[2]) {
+  if (!x) return null_arg("max_pool2d");
+  tg_scope *s = tg_scope_begin();
+  int axes[2] = {-2, -1};
+  tg_tensor *w = pool_args("max_pool2d", x, kernel, stride, padding, -INFINITY);
+  return finish(s, w ? tg_max(w, axes, 2, false) : NULL);
+}
+
+tg_tensor *tg_avg_pool2d(tg_tensor *x, const int kernel[2], const int stride[2], const int padding[2]) {
+  if (!x) return null_arg("avg_pool2d");
+  tg_scope *s = tg_scope_begin();
+  int axes[2] = {-2, -1};
+  tg_tensor *w = pool_args("avg_pool2d", x, kernel, stride, padding, 0);
+  return finish(s, w ? tg_mean(w, axes, 2, false) : NULL);
+}

@@ -1,0 +1,523 @@
+/* test_opt.c — the kernel optimizer (src/codegen/opt.c) and the code it leads to.
+ *
+ * A set of kernels (matmul of odd sizes, conv2d, sums and maxes over each axis, broadcasts,
+ * softmax, comparisons, int and float16 math, sizes 1, 7, 129) is run unoptimized (the
+ * reference) and then under many seeded random sequences of valid actions, under explicit
+ * sequences (GROUP, PADTO, vector lanes), and under the default heuristics; all must agree.
+ * Invalid actions must be refused with an error. The thread pool must cover every iteration
+ * exactly once. */
+#include <stdatomic.h>
+#include <stdlib.h>
+#include "harness.h"
+#include "codegen/codegen.h"
+#include "runtime/threadpool.h"
+#include "tensor/tensor.h"
+
+/* ------------------------------------------------------------ kernels under test */
+
+typedef tg_tensor *(*builder)(tg_tensor **in);
+
+typedef struct opt_case {
+  const char *name;
+  builder fn;
+  int nin;
+  tg_dtype dt;
+  int nd[3];
+  int64_t shape[3][4];
+} opt_case;
+
+static const int AX0[] = {0}, AX1[] = {1}, AX2[] = {2}, AXL[] = {-1};
+
+static tg_tensor *b_matmul(tg_tensor **in) { return tg_matmul(in[0], in[1]); }
+static tg_tensor *b_relu_linear(tg_tensor **in) { return tg_relu(tg_add(tg_matmul(in[0], in[1]), in[2])); }
+static tg_tensor *b_sum0(tg_tensor **in) { return tg_sum(in[0], AX0, 1, false); }
+static tg_tensor *b_sum1(tg_tensor **in) { return tg_sum(in[0], AX1, 1, true); }
+static tg_tensor *b_sum2(tg_tensor **in) { return tg_sum(in[0], AX2, 1, false); }
+static tg_tensor *b_sum_all(tg_tensor **in) { return tg_sum(in[0], NULL, 0, false); }
+static tg_tensor *b_max1(tg_tensor **in) { return tg_max(in[0], AX1, 1, false); }
+static tg_tensor *b_bcast(tg_tensor **in) { return tg_mul(tg_add(in[0], in[1]), tg_sub_s(in[0], 0.5)); }
+static tg_tensor *b_softmax(tg_tensor **in) { return tg_softmax(in[0], -1); }
+static tg_tensor *b_where(tg_tensor **in) { return tg_where(tg_gt(in[0], in[1]), in[0], tg_neg(in[1])); }
+static tg_tensor *b_mean_sq(tg_tensor **in) { return tg_mean(tg_square(in[0]), AXL, 1, false); }
+static tg_tensor *b_two_sums(tg_tensor **in) { return tg_add(tg_sum(in[0], AX1, 1, false), tg_max(in[0], AX1, 1, false)); }
+static tg_tensor *b_conv(tg_tensor **in) {
+  return tg_conv2d(in[0], in[1], NULL, (const int[]){1, 1}, (const int[]){1, 1}, NULL, 1);
+}
+static tg_tensor *b_conv_grad_w(tg_tensor **in) { /* the weight gradient: a conv-shaped reduction over N, H, W */
+  tg_tensor *y = tg_conv2d(in[0], in[1], NULL, (const int[]){1, 1}, (const int[]){0, 0}, NULL, 1);
+  tg_tensor *w = NULL;
+  tg_tensor *g = tg_mul(y, in[2]);
+  tg_tensor *loss = tg_sum(g, NULL, 0, false);
+  if (tg_gradient(loss, &in[1], 1, &w) < 0) return NULL;
+  return w;
+}
+
+#define S1(a) {a}
+static const opt_case cases[] = {
+    {"matmul_7x129x16", b_matmul, 2, TG_FLOAT32, {2, 2}, {{7, 129}, {129, 16}}},
+    {"matmul_16x16x32", b_matmul, 2, TG_FLOAT32, {2, 2}, {{16, 32}, {32, 16}}},
+    {"matmul_1x33x1", b_matmul, 2, TG_FLOAT32, {2, 2}, {{1, 33}, {33, 1}}},
+    {"matmul_batched", b_matmul, 2, TG_FLOAT32, {3, 2}, {{2, 5, 7}, {7, 9}}},
+    {"matmul_int32", b_matmul, 2, TG_INT32, {2, 2}, {{8, 12}, {12, 6}}},
+    {"matmul_f64", b_matmul, 2, TG_FLOAT64, {2, 2}, {{8, 10}, {10, 16}}},
+    {"relu_linear", b_relu_linear, 3, TG_FLOAT32, {2, 2, 1}, {{12, 20}, {20, 32}, {32}}},
+    {"sum_axis0", b_sum0, 1, TG_FLOAT32, {3}, {{7, 129, 5}}},
+    {"sum_axis1", b_sum1, 1, TG_FLOAT32, {3}, {{7, 129, 5}}},
+    {"sum_axis2", b_sum2, 1, TG_FLOAT32, {3}, {{7, 5, 129}}},
+    {"sum_all", b_sum_all, 1, TG_FLOAT32, {2}, {{40, 64}}},
+    {"sum_int8", b_sum1, 1, TG_INT8, {2}, {{6, 33}}},
+    {"max_axis1", b_max1, 1, TG_FLOAT32, {2}, {{9, 64}}},
+    {"max_int32", b_max1, 1, TG_INT32, {2}, {{9, 20}}},
+    {"broadcast", b_bcast, 2, TG_FLOAT32, {3, 3}, {{7, 1, 16}, {1, 129, 16}}},
+    {"broadcast_f16", b_bcast, 2, TG_FLOAT16, {2, 2}, {{3, 32}, {1, 32}}},
+    {"softmax", b_softmax, 1, TG_FLOAT32, {2}, {{7, 129}}},
+    {"where_cmp", b_where, 2, TG_FLOAT32, {2, 2}, {{8, 33}, {8, 33}}},
+    {"mean_square", b_mean_sq, 1, TG_FLOAT32, {2}, {{1, 7}}},
+    {"two_reductions", b_two_sums, 1, TG_FLOAT32, {2}, {{5, 48}}},
+    {"conv2d", b_conv, 2, TG_FLOAT32, {4, 4}, {{2, 3, 9, 9}, {4, 3, 3, 3}}},
+    {"conv2d_grad_w", b_conv_grad_w, 3, TG_FLOAT32, {4, 4, 4}, {{2, 3, 7, 7}, {4, 3, 3, 3}, {2, 4, 5, 5}}},
+    {"max_11", b_max1, 1, TG_FLOAT32, {2}, {{5, 11}}},
+    {"sum_11", b_sum1, 1, TG_FLOAT32, {2}, {{4, 11}}},
+};
+#define NCASES ((int)(sizeof cases / sizeof cases[0]))
+
+/* Inputs with small values (exact products for the int cases). */
+static void make_inputs(const opt_case *c, tg_tensor **in) {
+  for (int i = 0; i < c->nin; i++) {
+    int64_t n = shape_numel(c->shape[i], c->nd[i]);
+    double *v = malloc(sizeof(double) * (size_t)n);
+    for (int64_t j = 0; j < n; j++) v[j] = (double)((j * 7 + i * 3) % 11) - 5.0 + (c->dt == TG_FLOAT32 ? 0.25 * (double)(j % 3) : 0);
+    tg_scope *s = tg_scope_begin();
+    in[i] = tg_keep(tg_cast(tg_from_data(v, TG_FLOAT64, c->shape[i], c->nd[i]), c->dt));
+    tg_scope_end(s);
+    tg_realize(in[i]);
+    free(v);
+  }
+}
+
+/* Run the case's expression (a fresh graph each time) and fetch the result as doubles. */
+static int run_case(const opt_case *c, tg_tensor **in, double **out, int64_t *n) {
+  tg_scope *s = tg_scope_begin();
+  tg_tensor *y = tg_cast(c->fn(in), TG_FLOAT64);
+  int rc = y ? 0 : TG_ERR_ARG;
+  *n = y ? tg_numel(y) : 0;
+  *out = malloc(sizeof(double) * (size_t)(*n ? *n : 1));
+  tg_reset_stats();
+  if (rc == 0) rc = tg_to_host(y, *out, sizeof(double) * (size_t)*n);
+  if (rc == 0 && tg_get_stats().kernels_run == 0) rc = TG_ERR_DEVICE; /* it must really run */
+  tg_scope_end(s);
+  return rc;
+}
+
+static double tolerance(tg_dtype dt) { return dt == TG_FLOAT16 ? 2e-2 : dt == TG_FLOAT32 ? 1e-4 : 1e-12; }
+
+static int compare(const char *what, const opt_case *c, const double *ref, const double *got, int64_t n) {
+  int bad = 0;
+  for (int64_t i = 0; i < n; i++) {
+    if (harness_close(got[i], ref[i], tolerance(c->dt), tolerance(c->dt))) continue;
+    if (bad++ < 3) printf("  [%s %s] element %lld: got %.9g, expected %.9g\n", c->name, what, (long long)i, got[i], ref[i]);
+  }
+  return bad;
+}
+
+/* ------------------------------------------------------------ hooks */
+
+static int no_opts(uop *ast, kshape *ks, void *ctx) {
+  (void)ast, (void)ks, (void)ctx;
+  return 0;
+}
+
+static uint64_t next_random(uint64_t *s) {
+  *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
+  return *s;
+}
+
+typedef struct random_ctx {
+  uint64_t state;
+  int applied;
+} random_ctx;
+
+/* Up to 6 actions, each drawn from the ones valid at that point. */
+static int random_opts(uop *ast, kshape *ks, void *ctx) {
+  (void)ast;
+  random_ctx *r = ctx;
+  opt_action cand[512];
+  int steps = (int)(next_random(&r->state) % 7);
+  for (int i = 0; i < steps; i++) {
+    int n = kshape_candidates(ks, cand, 512);
+    if (n == 0) break;
+    if (kshape_apply(ks, cand[next_random(&r->state) % (uint64_t)n]) < 0) return -1; /* candidates are valid */
+    r->applied++;
+  }
+  return 0;
+}
+
+static int default_opts(uop *ast, kshape *ks, void *ctx) {
+  (void)ctx;
+  kshape_optimize(ks, ast);
+  return 0;
+}
+
+/* Apply a fixed list to the first kernel that accepts all of it (others stay unoptimized). */
+typedef struct fixed_ctx {
+  const opt_action *acts;
+  int n, used;
+} fixed_ctx;
+
+static int fixed_opts(uop *ast, kshape *ks, void *ctx) {
+  (void)ast;
+  fixed_ctx *f = ctx;
+  kshape t = *ks;
+  for (int i = 0; i < f->n; i++)
+    if (kshape_apply(&t, f->acts[i]) < 0) { tg_clear_error(); return 0; }
+  *ks = t;
+  f->used++;
+  return 0;
+}
+
+static void free_inputs(tg_tensor **in, int n) {
+  for (int i = 0; i < n; i++) tg_free(in[i]);
+}
+
+/* Reference result of a case (unoptimized). */
+static double *reference(const opt_case *c, tg_tensor **in, int64_t *n) {
+  double *ref;
+  program_set_opt_hook(no_opts, NULL);
+  int rc = run_case(c, in, &ref, n);
+  program_set_opt_hook(NULL, NULL);
+  CHECK(rc == 0);
+  if (rc) { free(ref); return NULL; }
+  return ref;
+}
+
+/* ------------------------------------------------------------ tests */
+
+TEST(opt_random_actions_match_unoptimized) {
+  int total = 0, applied = 0;
+  for (int k = 0; k < NCASES; k++) {
+    const opt_case *c = &cases[k];
+    tg_tensor *in[3];
+    make_inputs(c, in);
+    int64_t n, m;
+    double *ref = reference(c, in, &n);
+    int seeds = getenv("OPT_SEEDS") ? atoi(getenv("OPT_SEEDS")) : 6; /* more: OPT_SEEDS=n */
+    for (int seed = 1; ref && seed <= seeds; seed++) {
+      random_ctx r = {0x9e3779b97f4a7c15ull * (uint64_t)(seed * 97 + k), 0};
+      double *got;
+      program_set_opt_hook(random_opts, &r);
+      int rc = run_case(c, in, &got, &m);
+      program_set_opt_hook(NULL, NULL);
+      CHECK(rc == 0 && m == n);
+      if (rc == 0 && compare("random", c, ref, got, n)) {
+        printf("  %s failed with seed %d\n", c->name, seed);
+        CHECK(0);
+      }
+      total++, applied += r.applied;
+      free(got);
+    }
+    free(ref);
+    free_inputs(in, c->nin);
+  }
+  CHECK(applied > total); /* the sequences really did something */
+}
+
+TEST(opt_default_heuristics_match_unoptimized) {
+  for (int k = 0; k < NCASES; k++) {
+    const opt_case *c = &cases[k];
+    tg_tensor *in[3];
+    make_inputs(c, in);
+    int64_t n, m;
+    double *ref = reference(c, in, &n), *got;
+    program_set_opt_hook(default_opts, NULL);
+    int rc = run_case(c, in, &got, &m);
+    program_set_opt_hook(NULL, NULL);
+    CHECK(rc == 0 && m == n);
+    if (ref && rc == 0) CHECK(compare("default", c, ref, got, n) == 0);
+    free(got);
+    /* and through the normal (cached) path */
+    rc = run_case(c, in, &got, &m);
+    if (ref && rc == 0) CHECK(compare("cached", c, ref, got, n) == 0);
+    free(got);
+    free(ref);
+    free_inputs(in, c->nin);
+  }
+}
+
+/* Explicit sequences that random draws may miss: both GROUP flavours (two stages), PADTO of
+ * output and reduce dims before lanes, lanes on the reduce axis, swaps, threads. */
+TEST(opt_explicit_sequences) {
+  static const struct {
+    int kase;
+    opt_action acts[5];
+    int n;
+  } seqs[] = {
+      {10, {{OPT_GROUPTOP, 0, 4}, {OPT_UNROLL, 2, 16}}, 2},                     /* sum_all 40x64 */
+      {10, {{OPT_GROUP, 1, 8}}, 1},
+      {7, {{OPT_GROUPTOP, 2, 7}, {OPT_UPCAST, 2, 5}}, 2},                      /* sum_axis0 */
+      {0, {{OPT_PADTO, 0, 8}, {OPT_UPCAST, 0, 8}, {OPT_PADTO, 1, 16}, {OPT_UNROLL, 1, 16}, {OPT_UPCAST, 0, 16}}, 5},
+      {0, {{OPT_PADTO, 0, 4}, {OPT_UPCAST, 0, 4}, {OPT_UPCAST, 1, 16}, {OPT_THREAD, 0, 2}}, 4},
+      {9, {{OPT_PADTO, 2, 16}, {OPT_UNROLL, 2, 16}, {OPT_UNROLL, 2, 3}, {OPT_UPCAST, 0, 7}}, 4}, /* 7x5x129 */
+      {1, {{OPT_SWAP, 0, 1}, {OPT_UPCAST, 1, 8}, {OPT_UNROLL, 2, 4}, {OPT_THREAD, 0, 16}}, 4},
+      {16, {{OPT_PADTO, 1, 16}, {OPT_UPCAST, 1, 16}}, 2},                        /* softmax 7x129 */
+      {17, {{OPT_UPCAST, 1, 3}, {OPT_UPCAST, 0, 8}, {OPT_THREAD, 0, 1}}, 3},     /* where_cmp (last is invalid) */
+      {15, {{OPT_UPCAST, 1, 16}, {OPT_THREAD, 0, 3}}, 2},                        /* float16 lanes */
+      {22, {{OPT_PADTO, 1, 16}, {OPT_UNROLL, 1, 16}}, 2},                        /* padding lanes skipped */
+      {23, {{OPT_PADTO, 1, 8}, {OPT_UNROLL, 1, 16}, {OPT_UPCAST, 0, 2}}, 3},
+  };
+  for (size_t i = 0; i < sizeof seqs / sizeof seqs[0]; i++) {
+    const opt_case *c = &cases[seqs[i].kase];
+    tg_tensor *in[3];
+    make_inputs(c, in);
+    int64_t n, m;
+    double *ref = reference(c, in, &n), *got;
+    fixed_ctx f = {seqs[i].acts, seqs[i].n, 0};
+    program_set_opt_hook(fixed_opts, &f);
+    int rc = run_case(c, in, &got, &m);
+    program_set_opt_hook(NULL, NULL);
+    CHECK(rc == 0);
+    bool expect_used = i != 8;
+    if (expect_used != (f.used > 0)) printf("  sequence %zu on %s: used %d times\n", i, c->name, f.used);
+    CHECK(expect_used == (f.used > 0));
+    if (ref && rc == 0) CHECK(compare("explicit", c, ref, got, n) == 0);
+    free(got);
+    free(ref);
+    free_inputs(in, c->nin);
+  }
+}
+
+/* ------------------------------------------------------------ invalid actions */
+
+typedef struct capture_ctx {
+  uop *ast; /* the first kernel's AST (a strong reference) */
+} capture_ctx;
+
+static int capture(uop *ast, kshape *ks, void *ctx) {
+  (void)ks;
+  capture_ctx *c = ctx;
+  if (!c->ast) uop_incref(c->ast = ast);
+  return 0;
+}
+
+static uop *kernel_of(builder fn, tg_tensor **in) {
+  capture_ctx c = {NULL};
+  program_set_opt_hook(capture, &c);
+  tg_scope *s = tg_scope_begin();
+  tg_realize(fn(in));
+  tg_scope_end(s);
+  program_set_opt_hook(NULL, NULL);
+  return c.ast;
+}
+
+static bool refused(kshape *ks, opt_kind k, int axis, int64_t amount, const char *needle) {
+  tg_clear_error();
+  kshape before = *ks;
+  int rc = kshape_apply(ks, (opt_action){k, axis, amount});
+  bool ok = rc < 0 && strstr(tg_last_error(), needle) && !memcmp(&before, ks, sizeof before);
+  if (!ok) printf("  %s(%d,%lld): rc %d, error '%s'\n", opt_name(k), axis, (long long)amount, rc, tg_last_error());
+  return ok;
+}
+
+TEST(opt_invalid_actions_are_refused) {
+  tg_scope *s = tg_scope_begin();
+  tg_tensor *in[2] = {tg_ones((int64_t[]){8, 10}, 2, TG_FLOAT32), tg_ones((int64_t[]){10, 12}, 2, TG_FLOAT32)};
+  uop *ast = kernel_of(b_matmul, in);
+  CHECK(ast != NULL);
+  if (!ast) { tg_scope_end(s); return; }
+  kshape ks;
+  CHECK(kshape_init(&ks, ast) == 0);
+  CHECK(ks.nax == 3 && ks.ax[0].size == 8 && ks.ax[1].size == 12 && ks.ax[2].size == 10);
+  CHECK(ks.ax[2].kind == AX_REDUCE && ks.group_ok);
+  CHECK(refused(&ks, OPT_UPCAST, 2, 2, "not an output loop"));
+  CHECK(refused(&ks, OPT_UNROLL, 0, 2, "not a reduce loop"));
+  CHECK(refused(&ks, OPT_UPCAST, 0, 3, "divide"));
+  CHECK(refused(&ks, OPT_UPCAST, 0, 1, "divide"));
+  CHECK(refused(&ks, OPT_UPCAST, 0, 16, "divide"));
+  CHECK(refused(&ks, OPT_UPCAST, 3, 2, "no axis"));
+  CHECK(refused(&ks, OPT_UPCAST, -1, 2, "no axis"));
+  CHECK(refused(&ks, OPT_COUNT, 0, 2, "unknown"));
+  CHECK(refused(&ks, OPT_SWAP, 0, 2, "both axes"));
+  CHECK(refused(&ks, OPT_SWAP, 0, 0, "no such axis"));
+  CHECK(refused(&ks, OPT_SWAP, 0, 9, "no such axis"));
+  CHECK(refused(&ks, OPT_PADTO, 0, 4, "already a multiple"));
+  CHECK(refused(&ks, OPT_THREAD, 2, 2, "not an output loop"));
+  CHECK(refused(&ks, OPT_GROUP, 0, 2, "not a reduce loop"));
+  CHECK(kshape_apply(&ks, (opt_action){OPT_PADTO, 1, 16}) == 0 && ks.ax[1].size == 16 && ks.padded[1] == 16);
+  CHECK(kshape_apply(&ks, (opt_action){OPT_UPCAST, 1, 8}) == 0);
+  CHECK(refused(&ks, OPT_PADTO, 1, 32, "already split"));
+  CHECK(kshape_apply(&ks, (opt_action){OPT_THREAD, 0, 4}) == 0 && ks.ax[0].kind == AX_THREAD);
+  CHECK(refused(&ks, OPT_THREAD, 1, 2, "already has a parallel axis"));
+  CHECK(refused(&ks, OPT_GROUPTOP, 3, 2, "already has a parallel axis"));
+  CHECK(refused(&ks, OPT_UPCAST, 0, 2, "not an output loop")); /* the thread axis */
+  CHECK(ks.napplied == 3);
+  /* too many unrolled copies */
+  kshape k2;
+  kshape_init(&k2, ast);
+  CHECK(kshape_apply(&k2, (opt_action){OPT_UPCAST, 1, 12}) == 0 && kshape_apply(&k2, (opt_action){OPT_UNROLL, 1, 10}) == 0);
+  CHECK(kshape_apply(&k2, (opt_action){OPT_UPCAST, 0, 2}) == 0 && kshape_lane_axis(&k2) == 3);
+  CHECK(refused(&k2, OPT_UPCAST, 0, 4, "unrolled copies")); /* 12 * 10 * 4 copies beside 2 lanes */
+  CHECK(kshape_candidates(&k2, (opt_action[64]){{0}}, 64) >= 0);
+  uop_decref(ast);
+  /* two reductions: no GROUP; a kernel with no reduction: no UNROLL */
+  tg_tensor *x = tg_ones((int64_t[]){4, 8}, 2, TG_FLOAT32);
+  ast = kernel_of(b_two_sums, &x);
+  CHECK(ast && kshape_init(&ks, ast) == 0 && !ks.group_ok && ks.nreduces == 2);
+  if (ast) CHECK(refused(&ks, OPT_GROUPTOP, 1, 2, "single reduction"));
+  uop_decref(ast);
+  tg_tensor *pair[2] = {x, x};
+  ast = kernel_of(b_bcast, pair);
+  CHECK(ast && kshape_init(&ks, ast) == 0 && ks.nred == 0 && ks.reduce_op == -1);
+  if (ast) CHECK(refused(&ks, OPT_UNROLL, 1, 2, "not a reduce loop"));
+  uop_decref(ast);
+  tg_scope_end(s);
+}
+
+/* Every candidate applies; SWAP and PADTO appear; applying one changes the state. */
+TEST(opt_candidates_are_valid) {
+  tg_scope *s = tg_scope_begin();
+  tg_tensor *in[2] = {tg_ones((int64_t[]){6, 7}, 2, TG_FLOAT32), tg_ones((int64_t[]){7, 20}, 2, TG_FLOAT32)};
+  uop *ast = kernel_of(b_matmul, in);
+  kshape ks;
+  CHECK(ast && kshape_init(&ks, ast) == 0);
+  opt_action cand[512];
+  int n = ast ? kshape_candidates(&ks, cand, 512) : 0;
+  int kinds[OPT_COUNT] = {0};
+  for (int i = 0; i < n; i++) {
+    kshape t = ks;
+    CHECK(kshape_apply(&t, cand[i]) == 0);
+    CHECK(t.napplied == 1);
+    kinds[cand[i].kind]++;
+  }
+  for (int k = 0; k < OPT_COUNT; k++) CHECK(kinds[k] > 0);
+  uop_decref(ast);
+  tg_scope_end(s);
+}
+
+/* ------------------------------------------------------------ what the heuristics do */
+
+typedef struct inspect_ctx {
+  char opts[256];
+  char *src;
+  int nstages;
+  long long parallel;
+} inspect_ctx;
+
+static int inspect(uop *ast, kshape *ks, void *ctx) {
+  inspect_ctx *c = ctx;
+  kshape_optimize(ks, ast);
+  kshape_describe(ks, c->opts, sizeof c->opts);
+  program *p = program_build(ast, ks);
+  if (!p) return -1;
+  free(c->src);
+  c->src = strdup(p->src);
+  c->nstages = p->nstages, c->parallel = p->stage[0].parallel;
+  program_free(p);
+  return 0;
+}
+
+static void heuristics_of(builder fn, tg_tensor **in, inspect_ctx *c) {
+  program_set_opt_hook(inspect, c);
+  tg_scope *s = tg_scope_begin();
+  CHECK(tg_realize(fn(in)) == 0);
+  tg_scope_end(s);
+  program_set_opt_hook(NULL, NULL);
+}
+
+/* A realized buffer of ones (a plain tg_ones is a constant: no loads). */
+static tg_tensor *ones_buffer(const int64_t *shape, int nd) {
+  tg_tensor *t = tg_contiguous(tg_ones(shape, nd, TG_FLOAT32));
+  tg_realize(t);
+  return t;
+}
+
+TEST(opt_heuristics_vectorize_tile_and_thread) {
+  tg_scope *s = tg_scope_begin();
+  inspect_ctx c = {{0}, NULL, 0, 0};
+  tg_tensor *mm[2] = {ones_buffer((int64_t[]){256, 128}, 2), ones_buffer((int64_t[]){128, 256}, 2)};
+  heuristics_of(b_matmul, mm, &c);
+  CHECK(strstr(c.opts, "UPCAST(1,16)") && c.src && strstr(c.src, "tg_f32x16 v"));
+  CHECK(c.src && strstr(c.src, "*(const tg_f32x16a *)")); /* aligned vector loads of B */
+  if (threadpool_size() > 1) CHECK(strstr(c.opts, "THREAD") && c.parallel > 1);
+  /* a sum over the contiguous axis: vector partial sums and a horizontal combine */
+  tg_tensor *x = ones_buffer((int64_t[]){64, 1024}, 2);
+  heuristics_of(b_sum1, &x, &c);
+  CHECK(strstr(c.opts, "UNROLL") && c.src && strstr(c.src, "[15]);\n"));
+  /* a full reduction: split over the threads, combined by a second stage */
+  tg_tensor *big = ones_buffer((int64_t[]){1 << 18}, 1);
+  heuristics_of(b_sum_all, &big, &c);
+  if (threadpool_size() > 1) CHECK(strstr(c.opts, "GROUPTOP") && c.nstages == 2);
+  /* a small elementwise kernel: vectors, no threads */
+  tg_tensor *pair[2] = {ones_buffer((int64_t[]){4, 32}, 2), ones_buffer((int64_t[]){4, 32}, 2)};
+  heuristics_of(b_bcast, pair, &c);
+  CHECK(!strcmp(c.opts, "UPCAST(1,16)") && c.parallel == 1);
+  free(c.src);
+  tg_scope_end(s);
+}
+
+/* ------------------------------------------------------------ thread pool */
+
+static atomic_int hits[1000];
+
+static void count_hits(void **args, long long start, long long end) {
+  (void)args;
+  for (long long i = start; i < end; i++) atomic_fetch_add(&hits[i], 1);
+}
+
+TEST(opt_threadpool_covers_each_iteration_once) {
+  CHECK(threadpool_size() >= 1);
+  static const long long sizes[] = {1, 2, 3, 7, 64, 1000};
+  for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+    for (int maxt = 0; maxt <= 3; maxt++) {
+      for (int j = 0; j < 1000; j++) atomic_store(&hits[j], 0);
+      threadpool_run(count_hits, NULL, sizes[i], maxt);
+      int bad = 0;
+      for (long long j = 0; j < 1000; j++) bad += atomic_load(&hits[j]) != (j < sizes[i]);
+      CHECK(bad == 0);
+    }
+  }
+  threadpool_run(count_hits, NULL, 0, 0); /* nothing to do */
+  for (int rep = 0; rep < 200; rep++) threadpool_run(count_hits, NULL, 2, 0); /* back to back */
+  CHECK(atomic_load(&hits[0]) == 201 && atomic_load(&hits[1]) == 201);
+}
+
+/* ------------------------------------------------------------ BEAM */
+
+/* A real (small) search in a fresh cache directory, then the same kernel again: the answer
+ * comes from the disk cache, and the kernel it picks computes the right result. */
+TEST(opt_beam_search_and_cache) {
+  char dir[] = "/tmp/tg-beam-XXXXXX";
+  if (!mkdtemp(dir)) { CHECK(0); return; }
+  const char *old = getenv("TG_CACHE_DIR");
+  char *saved = old ? strdup(old) : NULL;
+  setenv("TG_CACHE_DIR", dir, 1);
+  setenv("BEAM_CANDIDATES", "6", 1);
+  tg_scope *s = tg_scope_begin();
+  tg_tensor *in[2] = {ones_buffer((int64_t[]){32, 48}, 2), ones_buffer((int64_t[]){48, 64}, 2)};
+  uop *ast = kernel_of(b_matmul, in);
+  CHECK(ast != NULL);
+  if (ast) {
+    kshape first, again;
+    uint64_t searches = tg_beam_searches, hits = tg_beam_cache_hits;
+    CHECK(beam_search(ast, 2, &first) == 0);
+    CHECK(tg_beam_searches == searches + 1 && tg_beam_cache_hits == hits);
+    CHECK(beam_search(ast, 2, &again) == 0);
+    CHECK(tg_beam_searches == searches + 1 && tg_beam_cache_hits == hits + 1);
+    char a[256], b[256];
+    kshape_describe(&first, a, sizeof a), kshape_describe(&again, b, sizeof b);
+    CHECK(!strcmp(a, b));
+    fixed_ctx f = {first.applied, first.napplied, 0};
+    program_set_opt_hook(fixed_opts, &f);
+    float out[32 * 64];
+    CHECK(tg_to_host(tg_matmul(in[0], in[1]), out, sizeof out) == 0);
+    program_set_opt_hook(NULL, NULL);
+    CHECK(f.used == 1 && out[0] == 48.0f && out[32 * 64 - 1] == 48.0f);
+    uop_decref(ast);
+  }
+  tg_scope_end(s);
+  unsetenv("BEAM_CANDIDATES");
+  if (saved) setenv("TG_CACHE_DIR", saved, 1);
+  else unsetenv("TG_CACHE_DIR");
+  free(saved);
+  char cmd[64];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  CHECK(system(cmd) == 0);
+}
