@@ -148,7 +148,8 @@ int tg_to_host(tg_tensor *t, void *dst, size_t nbytes);
 double tg_item(tg_tensor *t);
 /** Overwrite the data of a realized-or-not tensor in place (same shape/dtype). */
 int tg_assign_data(tg_tensor *t, const void *data, size_t nbytes);
-/** Make dst's value src (same shape; cast to dst's dtype); lazy, realized with dst. */
+/** Make dst's value src (same shape; cast to dst's dtype). Lazy, but like an in-place write it
+ *  always happens: the next realize of anything also realizes every pending assign. */
 int tg_assign(tg_tensor *dst, tg_tensor *src);
 
 /* --------------------------------------------------------- elementwise

@@ -190,7 +190,27 @@ static const grad_rule grad_rules[OP_COUNT] = {
     [OP_SHRINK] = d_shrink,   [OP_FLIP] = d_flip,
 };
 
-bool grad_has_rule(uop_op op) { return op < OP_COUNT && grad_rules[op]; }
+bool grad_has_rule(uop_op op) { return op < OP_COUNT && (grad_rules[op] || op == OP_GRADFN); }
+
+/* ---------------------------------------------------------------- custom rules */
+
+enum { MAX_CUSTOM_RULES = 16 };
+static grad_custom_rule custom_rules[MAX_CUSTOM_RULES];
+
+int grad_register_custom(grad_custom_rule rule) {
+  for (int i = 0; i < MAX_CUSTOM_RULES; i++) {
+    if (custom_rules[i] == rule) return i;
+    if (!custom_rules[i]) return custom_rules[i] = rule, i;
+  }
+  return -1;
+}
+
+/* GRADFN: the registered rule; no gradient flows into the value's own graph (src[0]). */
+static void d_custom(uop *u, uop *g, uop **d) {
+  int64_t id = u->arg[0];
+  if (id >= 0 && id < MAX_CUSTOM_RULES && custom_rules[id]) custom_rules[id](u, g, d);
+  d[0] = NULL;
+}
 
 /* ---------------------------------------------------------------- the reverse walk */
 
@@ -215,7 +235,7 @@ static int mark_relevant(walk *w, uop **order, int n) {
     uop *u = order[i];
     bool rel = target_of(w, u) != NULL;
     if (!rel && dtype_is_float(u->dtype) && u->op != OP_DETACH)
-      for (int j = 0; j < u->nsrc && !rel; j++) rel = is_relevant(w, u->src[j]);
+      for (int j = u->op == OP_GRADFN; j < u->nsrc && !rel; j++) rel = is_relevant(w, u->src[j]);
     if (rel && ptrmap_put(&w->relevant, u, (void *)1) < 0) return TG_ERR_NOMEM;
   }
   return 0;
@@ -232,11 +252,11 @@ static int backprop_node(walk *w, uop *u, uop *g) {
   bool any = false;
   for (int j = 0; j < u->nsrc; j++) any |= is_relevant(w, u->src[j]);
   if (!any) return 0; /* a target leaf */
-  grad_rule rule = grad_rules[u->op];
-  if (!rule || u->nsrc > 3)
+  grad_rule rule = u->op == OP_GRADFN ? d_custom : grad_rules[u->op];
+  if (!rule || u->nsrc > GRAD_CUSTOM_MAX_SRC)
     return tg_set_error(TG_ERR_ARG, "gradient: op %s (%s) has no derivative rule and lies between y and a target",
                         uop_ops[u->op].name, tg_dtype_name(u->dtype));
-  uop *d[3] = {NULL, NULL, NULL};
+  uop *d[GRAD_CUSTOM_MAX_SRC] = {NULL};
   rule(u, g, d);
   for (int j = 0; j < u->nsrc; j++)
     if (d[j] && is_relevant(w, u->src[j]) && accumulate(&w->grads, u->src[j], d[j]) < 0)

@@ -15,6 +15,17 @@
  * a path from y to a target). */
 int grad_uops(uop *y, uop *const *targets, int n, uop **out);
 
+/* Custom derivatives. GRADFN(value, inputs...) has the value of src[0]; autograd does not look
+ * inside that value's graph but calls the rule registered under id arg[0], which writes the
+ * gradient of each input src[i] (i >= 1, at most GRAD_CUSTOM_MAX_SRC sources) into d[i]
+ * (NULL: none) from g, the gradient of the value. Used where the generic rules would build
+ * slow kernels (convolution: its input gradient is a transposed convolution, not a col2im). */
+#define GRAD_CUSTOM_MAX_SRC 4
+typedef void (*grad_custom_rule)(uop *u, uop *g, uop **d);
+/* The id of a rule (registering the same function twice gives the same id), or -1 if the
+ * table is full. */
+int grad_register_custom(grad_custom_rule rule);
+
 /* The derivative rule of op exists (tests and docs). */
 bool grad_has_rule(uop_op op);
 #endif

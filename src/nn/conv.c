@@ -2,10 +2,16 @@
  * windows are a view of the input made only of movement ops (pad, shrink, reshape, expand,
  * permute; see pool_windows), and a convolution is a broadcast multiply of those windows
  * with the weight followed by a sum. No im2col copy is made: the scheduler turns the whole
- * thing (plus a bias add or any elementwise op after it) into one reduction kernel. */
+ * thing (plus a bias add or any elementwise op after it) into one reduction kernel.
+ *
+ * A convolution carries its own derivative (a GRADFN node, see grad/gradient.h): the input
+ * gradient is a transposed convolution (again one reduction kernel) and the weight gradient
+ * a reduction of the same windows. The generic rules would differentiate the window view
+ * instead, which yields a col2im: a huge per-window intermediate and a second kernel. */
 #include <math.h>
 #include <stdio.h>
 
+#include "grad/gradient.h"
 #include "nn/functional.h"
 
 #define NSP 2 /* spatial axes handled by the public functions (the helpers take any count) */
@@ -90,33 +96,149 @@ static tg_tensor *pool_windows(tg_tensor *x, const int64_t *k, const int64_t *s,
   return tg_permute(x, perm, lead + 2 * nsp);
 }
 
-/* The convolution proper, arguments already checked. x (N, G*Cin, *in), w (G*Cout, Cin, *k);
- * padding per side may be negative (a crop, used by conv_transpose2d). */
-static tg_tensor *conv_core(tg_tensor *x, tg_tensor *w, tg_tensor *bias, const int64_t *stride,
-                            const int64_t *pad_before, const int64_t *pad_after, const int64_t *dilation,
-                            int64_t groups, int nsp) {
-  int64_t bs = tg_dim(x, 0), cout = tg_dim(w, 0), cin = tg_dim(w, 1), rcout = cout / groups;
-  int64_t k[TG_MAX_DIMS];
-  for (int j = 0; j < nsp; j++) k[j] = tg_dim(w, 2 + j);
-  x = pool_windows(pad_or_crop(x, pad_before, pad_after, nsp, 0), k, stride, dilation, nsp); /* (N, G*Cin, *o, *k) */
-  int64_t xs[TG_MAX_DIMS], es[TG_MAX_DIMS], ws[TG_MAX_DIMS], out[TG_MAX_DIMS];
-  int perm[TG_MAX_DIMS], n = 4 + 2 * nsp, axes[TG_MAX_DIMS];
-  xs[0] = es[0] = bs, xs[1] = es[1] = groups, xs[2] = es[2] = cin, xs[3] = 1, es[3] = rcout;
-  ws[0] = 1, ws[1] = groups, ws[2] = rcout, ws[3 + nsp] = cin;
-  out[0] = bs, out[1] = cout;
+/* Insert s-1 zeros between neighbours on the last nsp axes: (.., n) → (.., (n-1)*s + 1). */
+static tg_tensor *dilate_input(tg_tensor *x, const int64_t *s, int nsp) {
+  int nd = tg_ndim(x), lead = nd - nsp;
+  int64_t sh[TG_MAX_DIMS], pb[TG_MAX_DIMS] = {0}, pa[TG_MAX_DIMS] = {0}, st[TG_MAX_DIMS] = {0}, en[TG_MAX_DIMS];
+  for (int a = 0; a < lead; a++) sh[a] = en[a] = tg_dim(x, a);
+  for (int j = 0; j < nsp; j++) { /* (n) → (n, 1) → pad → (n, s) → (n*s) → crop the trailing s-1 */
+    sh[lead + 2 * j] = tg_dim(x, lead + j), sh[lead + 2 * j + 1] = 1;
+    pa[lead + 2 * j + 1] = s[j] - 1;
+  }
+  x = tg_pad(tg_reshape(x, sh, lead + 2 * nsp), pb, pa, 0);
+  for (int j = 0; j < nsp; j++) sh[lead + j] = tg_dim(x, lead + 2 * j) * s[j], en[lead + j] = sh[lead + j] - (s[j] - 1);
+  return tg_shrink(tg_reshape(x, sh, nd), st, en);
+}
+
+/* weight (G*Cin, Cout, *k) → (G*Cout, Cin, *k) with the kernel flipped: the conv2d weight
+ * whose correlation with the dilated input is the transposed convolution. */
+static tg_tensor *transpose_weight(tg_tensor *w, int64_t groups, int nsp) {
+  int nd = tg_ndim(w);
+  int64_t sh[TG_MAX_DIMS], flat[TG_MAX_DIMS];
+  int flip[TG_MAX_DIMS];
+  sh[0] = groups, sh[1] = tg_dim(w, 0) / groups, sh[2] = tg_dim(w, 1);
+  flat[0] = groups * tg_dim(w, 1), flat[1] = tg_dim(w, 0) / groups;
+  for (int j = 0; j < nsp; j++) sh[3 + j] = flat[2 + j] = tg_dim(w, 2 + j), flip[j] = 3 + j;
+  tg_tensor *g = tg_transpose(tg_reshape(w, sh, nd + 1), 1, 2);
+  return tg_reshape(tg_flip(g, flip, nsp), flat, nd);
+}
+
+/* The geometry of a convolution: stride, padding per side (negative: a crop, used by
+ * conv_transpose2d), dilation, groups, over nsp spatial axes. Stored in the GRADFN node. */
+typedef struct conv_geom {
+  int nsp;
+  int64_t groups, stride[NSP], pad_before[NSP], pad_after[NSP], dilation[NSP];
+} conv_geom;
+
+/* The windows of x for g, broadcast against the weight: (N, G, Cout/G, *o, Cin, *k). */
+static tg_tensor *conv_windows(tg_tensor *x, const int64_t *k, int64_t cout, const conv_geom *g) {
+  int nsp = g->nsp, n = 4 + 2 * nsp, perm[TG_MAX_DIMS];
+  x = pool_windows(pad_or_crop(x, g->pad_before, g->pad_after, nsp, 0), k, g->stride, g->dilation, nsp);
+  int64_t xs[TG_MAX_DIMS], es[TG_MAX_DIMS];
+  xs[0] = es[0] = tg_dim(x, 0), xs[1] = es[1] = g->groups, xs[2] = es[2] = tg_dim(x, 1) / g->groups;
+  xs[3] = 1, es[3] = cout / g->groups;
   for (int j = 0; j < nsp; j++) {
-    xs[4 + j] = es[4 + j] = out[2 + j] = tg_dim(x, 2 + j);
-    xs[4 + nsp + j] = es[4 + nsp + j] = ws[4 + nsp + j] = k[j];
-    ws[3 + j] = 1;
+    xs[4 + j] = es[4 + j] = tg_dim(x, 2 + j);
+    xs[4 + nsp + j] = es[4 + nsp + j] = k[j];
   }
   /* (N, G, Cin, 1, *o, *k) → expand Cout/G → permute to (N, G, Cout/G, *o, Cin, *k) */
   x = tg_expand(tg_reshape(x, xs, n), es, n);
   perm[0] = 0, perm[1] = 1, perm[2] = 3, perm[3 + nsp] = 2;
   for (int j = 0; j < nsp; j++) perm[3 + j] = 4 + j, perm[4 + nsp + j] = 4 + nsp + j;
-  x = tg_permute(x, perm, n);
-  tg_tensor *prod = tg_mul(x, tg_reshape(w, ws, n));
+  return tg_permute(x, perm, n);
+}
+
+/* w (G*Cout, Cin, *k) as (1, G, Cout/G, *1, Cin, *k), to multiply with conv_windows. */
+static tg_tensor *conv_weight_view(tg_tensor *w, const conv_geom *g) {
+  int nsp = g->nsp;
+  int64_t ws[TG_MAX_DIMS];
+  ws[0] = 1, ws[1] = g->groups, ws[2] = tg_dim(w, 0) / g->groups, ws[3 + nsp] = tg_dim(w, 1);
+  for (int j = 0; j < nsp; j++) ws[3 + j] = 1, ws[4 + nsp + j] = tg_dim(w, 2 + j);
+  return tg_reshape(w, ws, 4 + 2 * nsp);
+}
+
+static tg_tensor *conv_graph(tg_tensor *x, tg_tensor *w, const conv_geom *g);
+
+/* d conv / d x: the transposed convolution of gy (correlation of gy, dilated by the stride,
+ * with the flipped, transposed weight), padded so that it lands on x's positions. */
+static tg_tensor *conv_input_grad(tg_tensor *gy, tg_tensor *w, const int64_t *xshape, const conv_geom *g) {
+  conv_geom t = {g->nsp, g->groups, {0}, {0}, {0}, {0}};
+  for (int j = 0; j < g->nsp; j++) {
+    int64_t span = g->dilation[j] * (tg_dim(w, 2 + j) - 1);
+    int64_t padded = xshape[2 + j] + g->pad_before[j] + g->pad_after[j];
+    int64_t rest = padded - ((tg_dim(gy, 2 + j) - 1) * g->stride[j] + span + 1); /* rows the forward skipped */
+    t.stride[j] = 1, t.dilation[j] = g->dilation[j];
+    t.pad_before[j] = span - g->pad_before[j];
+    t.pad_after[j] = span + rest - g->pad_after[j];
+  }
+  return conv_graph(dilate_input(gy, g->stride, g->nsp), transpose_weight(w, g->groups, g->nsp), &t);
+}
+
+/* d conv / d w: for each weight tap, the sum over batch and output positions of gy times
+ * the input it met (the forward's windows, reduced over the other axes). */
+static tg_tensor *conv_weight_grad(tg_tensor *gy, tg_tensor *x, tg_tensor *w, const conv_geom *g) {
+  int nsp = g->nsp, n = 4 + 2 * nsp, axes[TG_MAX_DIMS];
+  int64_t k[TG_MAX_DIMS] = {0}, gs[TG_MAX_DIMS], cout = tg_dim(w, 0);
+  for (int j = 0; j < nsp; j++) k[j] = tg_dim(w, 2 + j);
+  gs[0] = tg_dim(gy, 0), gs[1] = g->groups, gs[2] = cout / g->groups, gs[3 + nsp] = 1;
+  for (int j = 0; j < nsp; j++) gs[3 + j] = tg_dim(gy, 2 + j), gs[4 + nsp + j] = 1;
+  tg_tensor *prod = tg_mul(conv_windows(x, k, cout, g), tg_reshape(gy, gs, n)); /* (N, G, Cout/G, *o, Cin, *k) */
+  axes[0] = 0;
+  for (int j = 0; j < nsp; j++) axes[1 + j] = 3 + j;
+  tg_tensor *sum = tg_sum(prod, axes, nsp + 1, false); /* (G, Cout/G, Cin, *k) */
+  return tg_reshape(sum, uop_shape(w->u), tg_ndim(w));
+}
+
+/* GRADFN rule: u = GRADFN(y, x, w), arg = [id, nsp, groups, stride, pad_before, pad_after, dilation]. */
+static void conv_grad_rule(uop *u, uop *gy, uop **d) {
+  conv_geom g = {(int)u->arg[1], u->arg[2], {0}, {0}, {0}, {0}};
+  for (int j = 0; j < g.nsp; j++) {
+    g.stride[j] = u->arg[3 + j], g.pad_before[j] = u->arg[3 + g.nsp + j];
+    g.pad_after[j] = u->arg[3 + 2 * g.nsp + j], g.dilation[j] = u->arg[3 + 3 * g.nsp + j];
+  }
+  tg_scope *s = tg_scope_begin();
+  tg_tensor *x = tensor_wrap(u->src[1]), *w = tensor_wrap(u->src[2]), *g_ = tensor_wrap(gy);
+  tg_tensor *dx = conv_input_grad(g_, w, uop_shape(x->u), &g), *dw = conv_weight_grad(g_, x, w, &g);
+  d[1] = dx ? uop_pool_add(dx->u) : NULL; /* outlive the scope: the gradient walk's pool owns them */
+  d[2] = dw ? uop_pool_add(dw->u) : NULL;
+  tg_scope_end(s);
+}
+
+/* The convolution without bias, wrapped so that autograd uses conv_grad_rule. */
+static tg_tensor *conv_graph(tg_tensor *x, tg_tensor *w, const conv_geom *g) {
+  static int rule_id = -1;
+  if (rule_id < 0) rule_id = grad_register_custom(conv_grad_rule);
+  int nsp = g->nsp, n = 4 + 2 * nsp, axes[TG_MAX_DIMS];
+  int64_t k[TG_MAX_DIMS] = {0}, out[TG_MAX_DIMS], arg[3 + 4 * NSP];
+  for (int j = 0; j < nsp; j++) k[j] = tg_dim(w, 2 + j);
+  tg_tensor *win = conv_windows(x, k, tg_dim(w, 0), g);
+  if (!win) return NULL;
+  tg_tensor *prod = tg_mul(win, conv_weight_view(w, g));
   for (int j = 0; j <= nsp; j++) axes[j] = n - 1 - j;
+  out[0] = tg_dim(x, 0), out[1] = tg_dim(w, 0);
+  for (int j = 0; j < nsp; j++) out[2 + j] = tg_dim(win, 3 + j);
   tg_tensor *y = tg_reshape(tg_sum(prod, axes, nsp + 1, false), out, 2 + nsp);
+  if (!y || rule_id < 0) return y;
+  arg[0] = rule_id, arg[1] = nsp, arg[2] = g->groups;
+  for (int j = 0; j < nsp; j++) {
+    arg[3 + j] = g->stride[j], arg[3 + nsp + j] = g->pad_before[j];
+    arg[3 + 2 * nsp + j] = g->pad_after[j], arg[3 + 3 * nsp + j] = g->dilation[j];
+  }
+  size_t mark = uop_pool_mark();
+  uop *src[3] = {y->u, x->u, w->u};
+  tg_tensor *r = tensor_wrap(uop_new(OP_GRADFN, y->u->dtype, src, 3, arg, 3 + 4 * nsp));
+  uop_pool_release(mark);
+  return r;
+}
+
+/* The convolution proper, arguments already checked. x (N, G*Cin, *in), w (G*Cout, Cin, *k). */
+static tg_tensor *conv_core(tg_tensor *x, tg_tensor *w, tg_tensor *bias, const int64_t *stride,
+                            const int64_t *pad_before, const int64_t *pad_after, const int64_t *dilation,
+                            int64_t groups, int nsp) {
+  conv_geom g = {nsp, groups, {0}, {0}, {0}, {0}};
+  for (int j = 0; j < nsp; j++)
+    g.stride[j] = stride[j], g.pad_before[j] = pad_before[j], g.pad_after[j] = pad_after[j], g.dilation[j] = dilation[j];
+  tg_tensor *y = conv_graph(x, w, &g);
   return bias ? tg_add(y, nn_channel_view(bias, 2 + nsp)) : y;
 }
 
@@ -183,33 +305,6 @@ tg_tensor *tg_conv2d(tg_tensor *x, tg_tensor *weight, tg_tensor *bias, const int
     return NULL;
   tg_scope *s = tg_scope_begin();
   return finish(s, conv_core(x, weight, bias, st, pad, pad, dil, groups, NSP));
-}
-
-/* Insert s-1 zeros between neighbours on the last nsp axes: (.., n) → (.., (n-1)*s + 1). */
-static tg_tensor *dilate_input(tg_tensor *x, const int64_t *s, int nsp) {
-  int nd = tg_ndim(x), lead = nd - nsp;
-  int64_t sh[TG_MAX_DIMS], pb[TG_MAX_DIMS] = {0}, pa[TG_MAX_DIMS] = {0}, st[TG_MAX_DIMS] = {0}, en[TG_MAX_DIMS];
-  for (int a = 0; a < lead; a++) sh[a] = en[a] = tg_dim(x, a);
-  for (int j = 0; j < nsp; j++) { /* (n) → (n, 1) → pad → (n, s) → (n*s) → crop the trailing s-1 */
-    sh[lead + 2 * j] = tg_dim(x, lead + j), sh[lead + 2 * j + 1] = 1;
-    pa[lead + 2 * j + 1] = s[j] - 1;
-  }
-  x = tg_pad(tg_reshape(x, sh, lead + 2 * nsp), pb, pa, 0);
-  for (int j = 0; j < nsp; j++) sh[lead + j] = tg_dim(x, lead + 2 * j) * s[j], en[lead + j] = sh[lead + j] - (s[j] - 1);
-  return tg_shrink(tg_reshape(x, sh, nd), st, en);
-}
-
-/* weight (G*Cin, Cout, *k) → (G*Cout, Cin, *k) with the kernel flipped: the conv2d weight
- * whose correlation with the dilated input is the transposed convolution. */
-static tg_tensor *transpose_weight(tg_tensor *w, int64_t groups, int nsp) {
-  int nd = tg_ndim(w);
-  int64_t sh[TG_MAX_DIMS], flat[TG_MAX_DIMS];
-  int flip[TG_MAX_DIMS];
-  sh[0] = groups, sh[1] = tg_dim(w, 0) / groups, sh[2] = tg_dim(w, 1);
-  flat[0] = groups * tg_dim(w, 1), flat[1] = tg_dim(w, 0) / groups;
-  for (int j = 0; j < nsp; j++) sh[3 + j] = flat[2 + j] = tg_dim(w, 2 + j), flip[j] = 3 + j;
-  tg_tensor *g = tg_transpose(tg_reshape(w, sh, nd + 1), 1, 2);
-  return tg_reshape(tg_flip(g, flip, nsp), flat, nd);
 }
 
 static bool check_transpose_sizes(const char *op, tg_tensor *x, tg_tensor *w, const int64_t *st,

@@ -21,7 +21,9 @@ typedef struct sched {
   ptrmap roots;   /* node → BUFFER (NULL until allocated) */
   VEC(uop *) root_list;
   ptrmap owner;   /* fused reduce → the root that owns it */
-  ptrmap visited; /* (node | clean bit) per walk */
+  ptrmap reached; /* elementwise node → the first root whose kernel computes it */
+  ptrmap users;   /* node → number of uses in the graph */
+  ptrmap visited; /* (node | flag bits) per walk */
   bool changed;
 } sched;
 
@@ -41,9 +43,53 @@ static bool expands(uop *u) {
   return false;
 }
 
-static void walk(sched *s, uop *u, bool clean, uop *root) {
+/* ---- fusion cost: when recomputing an elementwise node costs more than storing it */
+
+enum {
+  RECOMPUTE_LIMIT = 6, /* ALU ops an expanded or shared node may repeat per use */
+  COST_SEARCH = 256,   /* nodes a cost estimate looks at */
+};
+
+typedef struct cost_walk {
+  sched *s;
+  ptrmap seen;
+  int alu, steps;
+  bool reduce; /* reaches a reduction that would fuse into the node and has no other use */
+} cost_walk;
+
+static bool stops_fusion(sched *s, uop *u) { return is_root(s, u) || u->op == OP_BUFFER || u->op == OP_CONTIGUOUS; }
+
+/* fusable: the path from the start is elementwise ops and non-repeating views, each node
+ * used once (so storing the start subsumes a reduction found this way). */
+static void cost_visit(cost_walk *c, uop *u, bool fusable) {
+  if (c->steps++ > COST_SEARCH || stops_fusion(c->s, u)) return;
+  void *key = (void *)((uintptr_t)u | (uintptr_t)fusable);
+  if (ptrmap_has(&c->seen, key)) return;
+  ptrmap_put(&c->seen, key, u);
+  if (u->op == OP_REDUCE_AXIS) { c->reduce |= fusable; return; }
+  c->alu += uop_is_alu(u);
+  if (u->op == OP_PAD || (u->op == OP_EXPAND && expands(u))) fusable = false;
+  for (int i = 0; i < u->nsrc; i++)
+    cost_visit(c, u->src[i], fusable && (uintptr_t)ptrmap_get(&c->s->users, u->src[i]) == 1);
+}
+
+/* Should the elementwise node u (about to be computed more than once per element: under an
+ * EXPAND, or by a second kernel) get a buffer? Yes if its fused subgraph holds many ALU ops,
+ * or a reduction that could fuse into it: then u's kernel is the reduction's kernel with the
+ * elementwise tail after it (relu(conv + bias) stored once, not recomputed per use). */
+static bool worth_storing(sched *s, uop *u) {
+  cost_walk c = {s, {0}, 0, 0, false};
+  cost_visit(&c, u, true);
+  ptrmap_free(&c.seen);
+  return c.alu >= RECOMPUTE_LIMIT || c.reduce;
+}
+
+/* A root's kernel: everything reachable up to other roots and buffers. clean: the path from
+ * the root is elementwise ops and views that neither repeat nor pad (a reduce met this way
+ * fuses). expanded: the path passed an EXPAND since the last reduction (values below repeat). */
+static void walk(sched *s, uop *u, bool clean, bool expanded, uop *root) {
   if (u != root && (is_root(s, u) || u->op == OP_BUFFER)) return;
-  void *key = (void *)((uintptr_t)u | (uintptr_t)clean);
+  void *key = (void *)((uintptr_t)u | (uintptr_t)clean | (uintptr_t)expanded << 1);
   if (ptrmap_has(&s->visited, key)) return;
   ptrmap_put(&s->visited, key, u);
   if (u != root && u->op == OP_CONTIGUOUS) { add_root(s, u); return; }
@@ -53,21 +99,30 @@ static void walk(sched *s, uop *u, bool clean, uop *root) {
       if (!clean || (owner && owner != root)) { add_root(s, u); return; }
       ptrmap_put(&s->owner, u, root);
     }
-    walk(s, u->src[0], false, root);
+    walk(s, u->src[0], false, false, root);
     return;
   }
-  if (u->op == OP_PAD || (u->op == OP_EXPAND && expands(u))) clean = false;
-  for (int i = 0; i < u->nsrc; i++) walk(s, u->src[i], clean, root);
+  if (u != root && uop_is_alu(u)) {
+    uop *first = ptrmap_get(&s->reached, u);
+    bool shared = first && first != root;
+    if (!first) ptrmap_put(&s->reached, u, root);
+    if ((expanded || shared) && worth_storing(s, u)) { add_root(s, u); return; }
+  }
+  if (u->op == OP_PAD) clean = false;
+  if (u->op == OP_EXPAND && expands(u)) clean = false, expanded = true;
+  for (int i = 0; i < u->nsrc; i++) walk(s, u->src[i], clean, expanded, root);
 }
 
-/* Grow the root set until every reduce is either fused cleanly or a root itself. */
+/* Grow the root set until every reduce is either fused cleanly or a root itself, and no
+ * costly elementwise node is recomputed. */
 static void choose_roots(sched *s) {
   do {
     s->changed = false;
     ptrmap_free(&s->owner);
+    ptrmap_free(&s->reached);
     for (size_t i = 0; i < s->root_list.n; i++) {
       ptrmap_free(&s->visited);
-      walk(s, s->root_list.v[i], true, s->root_list.v[i]);
+      walk(s, s->root_list.v[i], true, false, s->root_list.v[i]);
     }
   } while (s->changed);
   ptrmap_free(&s->visited);
@@ -123,7 +178,7 @@ static uop *kernel_ast(kctx *k, uop *root) {
 
 static uop *realized_rule(void *ctx, uop *u, uop **cap) {
   (void)ctx, (void)cap;
-  return u->realized;
+  return u->op == OP_GRADFN ? u->src[0] : u->realized; /* GRADFN only matters to autograd */
 }
 /* DETACH only matters to autograd: kernels never see it */
 static uop *strip_detach(void *ctx, uop *u, uop **cap) {
@@ -136,10 +191,10 @@ static const rule realized_rules_list[] = {{"(DETACH x)", strip_detach}, {"x", r
 
 static int run_kernel(uop *ast, uop **bufs, int nbufs, int64_t numel) {
   if (numel == 0) return 0;
-  program *p = program_get(ast);
-  if (!p) return TG_ERR_COMPILE;
   void *args[64];
   if (nbufs > 64) return tg_set_error(TG_ERR_DEVICE, "kernel has %d buffers (max 64)", nbufs);
+  program *p = program_get(ast);
+  if (!p) return TG_ERR_COMPILE;
   for (int i = 0; i < nbufs; i++) args[i] = buffer_data(bufs[i]);
   return program_run(p, args);
 }
@@ -156,10 +211,13 @@ int schedule_realize(uop **targets, int n, uop **out) {
   if (tg_spec_checks() && (rc = uop_spec_tensor(g)) < 0) goto done;
   for (int i = 0; i < g->nsrc; i++)
     if (g->src[i]->op != OP_BUFFER) add_root(&s, g->src[i]);
-  choose_roots(&s);
   uop **order;
   int norder = uop_toposort(g, &order);
   if (norder < 0) { rc = tg_set_error(TG_ERR_NOMEM, "schedule: out of memory"); goto done; }
+  for (int i = 0; i < norder; i++)
+    for (int j = 0; j < order[i]->nsrc; j++)
+      ptrmap_put(&s.users, order[i]->src[j], (void *)((uintptr_t)ptrmap_get(&s.users, order[i]->src[j]) + 1));
+  choose_roots(&s);
   tg_global_stats.schedules++;
   for (int i = 0; i < norder && rc == 0; i++) {
     uop *r = order[i];
@@ -190,6 +248,8 @@ int schedule_realize(uop **targets, int n, uop **out) {
 done:
   ptrmap_free(&s.roots);
   ptrmap_free(&s.owner);
+  ptrmap_free(&s.reached);
+  ptrmap_free(&s.users);
   VEC_FREE(s.root_list);
   uop_pool_release(mark);
   return rc;

@@ -35,7 +35,37 @@ tg_scope *tg_scope_begin(void) {
   return s;
 }
 
+/* ---------------------------------------------------------------- pending assigns
+ * tg_assign gives a tensor a lazy new value. Like an in-place write in an eager framework it
+ * must happen even if nobody asks for it (BatchNorm's running statistics): every realize also
+ * realizes the pending assigns, so their graphs never pile up across steps. */
+
+static VEC(tg_tensor *) pending;
+
+static void pending_add(tg_tensor *t) {
+  if (t->pending || t->u->op == OP_BUFFER || VEC_PUSH(pending, t) < 0) return;
+  t->pending = true;
+}
+
+static void pending_remove(tg_tensor *t) {
+  for (size_t i = 0; t->pending && i < pending.n; i++)
+    if (pending.v[i] == t) pending.v[i] = pending.v[--pending.n], t->pending = false;
+}
+
+/* Drop the entries that are realized now. */
+static void pending_prune(void) {
+  size_t k = 0;
+  for (size_t i = 0; i < pending.n; i++) {
+    tg_tensor *t = pending.v[i];
+    if (t->u->op == OP_BUFFER) t->pending = false;
+    else pending.v[k++] = t;
+  }
+  pending.n = k;
+  if (!k) VEC_FREE(pending);
+}
+
 static void destroy_tensor(tg_tensor *t) {
+  pending_remove(t);
   if (t->requires_grad) grad_forget(t);
   uop_decref(t->u);
   tg_free(t->grad);
@@ -263,24 +293,29 @@ bool tg_is_realized(const tg_tensor *t) { return t && t->u->op == OP_BUFFER; }
 
 /* ---------------------------------------------------------------- realization */
 
+/* Realize ts[0..n) and then every pending assign, in one schedule. */
 int tg_realize_many(tg_tensor **ts, int n) {
   if (!ts || n < 0) return tg_set_error(TG_ERR_ARG, "realize: invalid tensor list");
   for (int i = 0; i < n; i++)
     if (!ts[i]) return null_arg("realize"), TG_ERR_ARG;
-  uop **r = malloc(sizeof(uop *) * 2 * (size_t)(n ? n : 1)), **bufs = r + n;
-  int *which = malloc(sizeof(int) * (size_t)(n ? n : 1));
-  if (!r || !which) return free(r), free(which), tg_set_error(TG_ERR_NOMEM, "realize: out of memory");
+  size_t total = (size_t)n + pending.n;
+  tg_tensor **all = malloc(sizeof(tg_tensor *) * (total ? total : 1));
+  uop **r = malloc(sizeof(uop *) * 2 * (total ? total : 1)), **bufs = r + total;
+  if (!all || !r) return free(all), free(r), tg_set_error(TG_ERR_NOMEM, "realize: out of memory");
   int nr = 0;
-  for (int i = 0; i < n; i++)
-    if (ts[i]->u->op != OP_BUFFER) which[nr] = i, r[nr++] = ts[i]->u;
+  for (size_t i = 0; i < total; i++) {
+    tg_tensor *t = i < (size_t)n ? ts[i] : pending.v[i - (size_t)n];
+    if (t->u->op != OP_BUFFER) all[nr] = t, r[nr++] = t->u;
+  }
   int rc = nr ? schedule_realize(r, nr, bufs) : 0;
   for (int j = 0; j < nr && rc == 0; j++) { /* bufs[j] is a new reference: swap it in */
-    tg_tensor *t = ts[which[j]];
+    tg_tensor *t = all[j];
     if (t->u->op == OP_BUFFER) { uop_decref(bufs[j]); continue; } /* same tensor listed twice */
     uop_decref(t->u);
     t->u = bufs[j];
   }
-  free(r), free(which);
+  free(all), free(r);
+  if (rc == 0) pending_prune();
   return rc;
 }
 
@@ -345,5 +380,6 @@ int tg_assign(tg_tensor *dst, tg_tensor *src) {
   uop_decref(dst->u);
   dst->u = v;
   uop_pool_release(m);
+  pending_add(dst);
   return 0;
 }

@@ -105,6 +105,12 @@ static const char *spec_reduce(uop *u) {
 
 static const char *spec_same(uop *u) { return u->dtype == u->src[0]->dtype ? NULL : "dtype differs from its source"; }
 
+/* GRADFN(value, inputs...): the value's dtype; at least one input; custom rule id in arg[0] */
+static const char *spec_gradfn(uop *u) {
+  if (u->nsrc < 2 || u->narg < 1) return "needs a value, inputs and a rule id";
+  return spec_same(u);
+}
+
 static const char *spec_reshape(uop *u) {
   uop *x = u->src[0];
   const char *e = dims_error(u->arg, u->narg);
@@ -159,7 +165,7 @@ static const char *spec_sink(uop *u) { (void)u; return NULL; }
 static const spec_fn tensor_specs[OP_COUNT] = {
     [OP_BUFFER] = spec_buffer,   [OP_PARAM] = spec_buffer,     [OP_CONST] = spec_const,
     [OP_IOTA] = spec_iota,       [OP_REDUCE_AXIS] = spec_reduce, [OP_CONTIGUOUS] = spec_same,
-    [OP_DETACH] = spec_same,     [OP_RESHAPE] = spec_reshape,  [OP_PERMUTE] = spec_permute,
+    [OP_DETACH] = spec_same,     [OP_GRADFN] = spec_gradfn,     [OP_RESHAPE] = spec_reshape,  [OP_PERMUTE] = spec_permute,
     [OP_EXPAND] = spec_expand,   [OP_PAD] = spec_pad,          [OP_SHRINK] = spec_shrink,
     [OP_FLIP] = spec_flip,       [OP_SINK] = spec_sink,
 };

@@ -62,6 +62,13 @@ static VEC(uop *) pool;
 
 size_t uop_pool_mark(void) { return pool.n; }
 
+uop *uop_pool_add(uop *u) {
+  if (!u) return NULL;
+  u->refcnt++;
+  if (VEC_PUSH(pool, u) < 0) abort();
+  return u;
+}
+
 void uop_pool_release(size_t mark) {
   while (pool.n > mark) uop_decref(pool.v[--pool.n]);
 }

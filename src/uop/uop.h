@@ -46,6 +46,7 @@
   X(CONST, 0, UOP_FLAG_TENSOR | UOP_FLAG_KERNEL) X(IOTA, 0, UOP_FLAG_TENSOR)    \
   X(REDUCE_AXIS, 1, UOP_FLAG_TENSOR) X(CONTIGUOUS, 1, UOP_FLAG_TENSOR)          \
   X(DETACH, 1, UOP_FLAG_TENSOR) /* stop gradients; stripped by the scheduler */ \
+  X(GRADFN, -1, UOP_FLAG_TENSOR) /* value src[0]; custom derivative for src[1..] */ \
   X(RESHAPE, 1, M_) X(PERMUTE, 1, M_) X(EXPAND, 1, M_) X(PAD, 1, M_)            \
   X(SHRINK, 1, M_) X(FLIP, 1, M_)                                               \
   /* lowering and kernels */                                                    \
@@ -105,6 +106,8 @@ void uop_decref(uop *u);
 /* Autorelease pool of references handed out by uop_new. */
 size_t uop_pool_mark(void);
 void uop_pool_release(size_t mark);
+/* Give the current pool one more reference to u (u stays alive until the pool releases it). */
+uop *uop_pool_add(uop *u);
 
 /* Constants: ints stored as int64 (uint64 by bits), floats as the bits of a double, so equal
  * bit patterns intern (NaN dedupes, -0.0 stays distinct). */
