@@ -392,6 +392,42 @@ TEST(grad_fd_gradient_norm) {
   fd_check(f_grad_norm, in, 1);
 }
 
+/* Convolutions carry a custom derivative (GRADFN): checked by differences with stride,
+ * padding, dilation and groups, through conv_transpose2d, and to second order. */
+static double CX[60], CW[24];
+static void conv_inputs(void) {
+  for (int i = 0; i < 60; i++) CX[i] = sin(0.7 * i + 0.2);
+  for (int i = 0; i < 24; i++) CW[i] = cos(1.3 * i) * 0.5;
+}
+static tg_tensor *f_conv(tg_tensor **x) { /* x (1,4,3,5), w (4,2,3,1): groups 2 */
+  return wsum(tg_conv2d(x[0], x[1], NULL, (int[]){2, 1}, (int[]){1, 1}, (int[]){1, 2}, 2));
+}
+TEST(grad_fd_conv2d_custom_rule) {
+  conv_inputs();
+  fd_input in[2] = {{CX, 4, {1, 4, 3, 5}}, {CW, 4, {4, 2, 3, 1}}};
+  fd_check(f_conv, in, 2);
+}
+static tg_tensor *f_conv_transpose(tg_tensor **x) { /* x (1,4,3,5), w (4,1,3,2): groups 2 → 2 channels */
+  return wsum(tg_conv_transpose2d(x[0], x[1], NULL, (int[]){2, 2}, (int[]){1, 0}, (int[]){1, 0}, NULL, 2));
+}
+TEST(grad_fd_conv_transpose2d_custom_rule) {
+  conv_inputs();
+  fd_input in[2] = {{CX, 4, {1, 4, 3, 5}}, {CW, 4, {4, 1, 3, 2}}};
+  fd_check(f_conv_transpose, in, 2);
+}
+/* |d wsum(conv(x, w)^2) / dx|^2, differentiated again with respect to x and w */
+static tg_tensor *f_conv_grad_norm(tg_tensor **x) {
+  tg_tensor *y = tg_conv2d(x[0], x[1], NULL, NULL, (int[]){1, 0}, NULL, 1);
+  tg_tensor *g;
+  if (tg_gradient(wsum(tg_square(y)), x, 1, &g) < 0) return NULL;
+  return tg_sum(tg_square(g), NULL, 0, false);
+}
+TEST(grad_fd_conv2d_second_order) {
+  conv_inputs();
+  fd_input in[2] = {{CX, 4, {1, 4, 3, 5}}, {CW, 4, {2, 4, 3, 1}}};
+  fd_check_h(f_conv_grad_norm, in, 2, 1e-5, 1e-5);
+}
+
 /* ------------------------------------------------------------------ against PyTorch */
 
 static void check_all(const char *what, tg_tensor *t, const double *want, int n, double tol) {

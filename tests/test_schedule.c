@@ -518,3 +518,88 @@ TEST(sched_consts_fuse_into_elementwise) {
   for (int i = 0; i < 24; i++) CHECK_CLOSE(out[i], X234[i] * 3.0f + 1.0f, TOL);
   tg_scope_end(s);
 }
+
+/* ------------------------------------------ fusion cost: what gets stored */
+
+/* A chain of 8 elementwise ops on a vector, broadcast into a matrix-vector product: the chain
+ * would be recomputed 64 times per element, so it gets its own kernel (2 in all). */
+TEST(sched_costly_chain_under_expand_is_stored) {
+  tg_scope *s = tg_scope_begin();
+  enum { N = 64 };
+  float xd[N], wd[N * N], want[N];
+  fill(xd, N, 3), fill(wd, N * N, 4);
+  tg_tensor *x = input(xd, (int64_t[]){N}, 1), *w = input(wd, (int64_t[]){N, N}, 2);
+  tg_tensor *f = x;
+  for (int i = 0; i < 4; i++) f = tg_mul_s(tg_add_s(f, 0.5), 0.75);
+  tg_tensor *y = tg_matmul(w, f); /* (N, N) @ (N): x repeats along w's rows */
+  CHECK_KERNELS(y, 2);
+  for (int i = 0; i < N; i++) {
+    double acc = 0;
+    for (int j = 0; j < N; j++) {
+      double v = xd[j];
+      for (int r = 0; r < 4; r++) v = (v + 0.5) * 0.75;
+      acc += wd[i * N + j] * v;
+    }
+    want[i] = (float)acc;
+  }
+  float out[N];
+  host(y, out, N);
+  for (int i = 0; i < N; i++) CHECK_CLOSE(out[i], want[i], 1e-4);
+  tg_scope_end(s);
+}
+
+/* One cheap op under the same broadcast stays fused (1 kernel). */
+TEST(sched_cheap_op_under_expand_stays_fused) {
+  tg_scope *s = tg_scope_begin();
+  enum { N = 16 };
+  float xd[N], wd[N * N];
+  fill(xd, N, 5), fill(wd, N * N, 6);
+  tg_tensor *x = input(xd, (int64_t[]){N}, 1), *w = input(wd, (int64_t[]){N, N}, 2);
+  CHECK_KERNELS(tg_matmul(w, tg_relu(x)), 1);
+  tg_scope_end(s);
+}
+
+/* x = x - mean(x) a hundred times: without storing intermediate values every mean would
+ * recompute the whole chain and read every earlier mean (quadratic work, and past 64 inputs
+ * a kernel has too many buffers). Centering twice changes nothing, so the result is x - mean(x). */
+TEST(sched_long_center_chain_stays_linear) {
+  tg_scope *s = tg_scope_begin();
+  enum { R = 4, C = 32, STEPS = 100 };
+  float xd[R * C];
+  fill(xd, R * C, 9);
+  tg_tensor *x = input(xd, (int64_t[]){R, C}, 2);
+  const int axis[1] = {1};
+  for (int i = 0; i < STEPS; i++) x = tg_sub(x, tg_mean(x, axis, 1, true));
+  uint64_t k = realize_count(x);
+  CHECK(k >= STEPS && k <= 2 * STEPS);
+  float out[R * C];
+  host(x, out, R * C);
+  for (int r = 0; r < R; r++) {
+    double m = 0;
+    for (int c = 0; c < C; c++) m += xd[r * C + c];
+    m /= C;
+    for (int c = 0; c < C; c++) CHECK_CLOSE(out[r * C + c], xd[r * C + c] - m, 1e-4);
+  }
+  tg_scope_end(s);
+}
+
+/* ---------------------------------------- pending assigns realize with anything */
+
+TEST(sched_pending_assign_realizes_with_next_realize) {
+  tg_scope *s = tg_scope_begin();
+  const float zero = 0, xd[2] = {1, 2};
+  tg_tensor *counter = input(&zero, NULL, 0), *other = tg_mul_s(input(xd, (int64_t[]){2}, 1), 3);
+  for (int i = 0; i < 10; i++) CHECK(tg_assign(counter, tg_add_s(counter, 1)) == 0);
+  CHECK(!tg_is_realized(counter));
+  CHECK_KERNELS(other, 2); /* the other tensor and the counter */
+  CHECK(tg_is_realized(counter));
+  float v;
+  host(counter, &v, 1);
+  CHECK(v == 10.0f);
+  /* a freed tensor with a pending assign is simply dropped */
+  tg_tensor *gone = input(&zero, NULL, 0);
+  CHECK(tg_assign(gone, tg_add_s(gone, 1)) == 0);
+  tg_free(gone);
+  CHECK_KERNELS(tg_add_s(other, 1), 1);
+  tg_scope_end(s);
+}
