@@ -379,6 +379,23 @@ TEST(grad_second_order_scalar_functions) {
   tg_scope_end(s);
 }
 
+/* sigmoid is built from exp(-|x|): no inf in the value or the derivative at huge |x| */
+TEST(grad_sigmoid_extreme_inputs_finite) {
+  tg_scope *s = tg_scope_begin();
+  const double xs[4] = {-800, -30, 30, 800};
+  tg_tensor *x = f64(xs, (int64_t[]){4}, 1), *g;
+  tg_tensor *y = tg_sigmoid(x);
+  CHECK(tg_gradient(tg_sum(y, NULL, 0, false), &x, 1, &g) == 0);
+  double v[4], d[4];
+  CHECK(tg_to_host(y, v, sizeof v) == 0 && tg_to_host(g, d, sizeof d) == 0);
+  for (int i = 0; i < 4; i++) {
+    double want = 1 / (1 + exp(-xs[i]));
+    CHECK_CLOSE(v[i], want, 1e-15);
+    CHECK_CLOSE(d[i], want * (1 - want), 1e-15);
+  }
+  tg_scope_end(s);
+}
+
 /* The squared norm of a gradient, differentiated again (checked by differences). */
 static tg_tensor *f_grad_norm(tg_tensor **x) {
   tg_tensor *in = tg_reshape(tg_arange(0, 8, 1, F64), (int64_t[]){2, 4}, 2);

@@ -236,7 +236,12 @@ static uop *u_square(uop *x) { return bin(OP_MUL, x, x); }
 static uop *u_sin(uop *x) { return un(OP_SIN, x); }
 static uop *u_cos(uop *x) { return un(OP_SIN, bin(OP_ADD, x, k(x, HALF_PI))); }
 static uop *u_tan(uop *x) { return bin(OP_FDIV, u_sin(x), u_cos(x)); }
-static uop *u_sigmoid(uop *x) { return un(OP_RECIP, bin(OP_ADD, k(x, 1), u_exp(un(OP_NEG, x)))); }
+/* e = exp(-|x|) never overflows, so neither the value nor its derivative meets inf:
+ * sigmoid = 1 / (1 + e) for x >= 0, e / (1 + e) below */
+static uop *u_sigmoid(uop *x) {
+  uop *e = u_exp(un(OP_NEG, u_abs(x))), *r = un(OP_RECIP, bin(OP_ADD, k(x, 1), e));
+  return where(bin(OP_CMPLT, x, k(x, 0)), bin(OP_MUL, e, r), r);
+}
 static uop *u_tanh(uop *x) {
   /* sign(x) * (1 - e) / (1 + e), e = exp(-2|x|): no overflow for large |x| */
   uop *e = u_exp(bin(OP_MUL, u_abs(x), k(x, -2)));

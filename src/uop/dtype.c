@@ -126,17 +126,26 @@ double dtype_read(const void *p, tg_dtype dt, size_t i) {
   }
 }
 
+int64_t dtype_double_to_int(double v, bool to_u64) {
+  if (isnan(v)) return 0;
+  if (to_u64 && v >= 9223372036854775808.0) /* above int64: through uint64 (wraps to negative) */
+    return v >= 18446744073709551616.0 ? -1 : (int64_t)(uint64_t)v;
+  if (v >= 9223372036854775807.0) return INT64_MAX;
+  if (v <= -9223372036854775808.0) return to_u64 ? 0 : INT64_MIN;
+  return (int64_t)v;
+}
+
 void dtype_write(void *p, tg_dtype dt, size_t i, double v) {
   switch (dt) {
     case TG_BOOL: ((unsigned char *)p)[i] = v != 0; break;
-    case TG_INT8: ((int8_t *)p)[i] = (int8_t)v; break;
-    case TG_INT16: ((int16_t *)p)[i] = (int16_t)v; break;
-    case TG_INT32: ((int32_t *)p)[i] = (int32_t)v; break;
-    case TG_INT64: ((int64_t *)p)[i] = (int64_t)v; break;
-    case TG_UINT8: ((uint8_t *)p)[i] = (uint8_t)v; break;
-    case TG_UINT16: ((uint16_t *)p)[i] = (uint16_t)v; break;
-    case TG_UINT32: ((uint32_t *)p)[i] = (uint32_t)v; break;
-    case TG_UINT64: ((uint64_t *)p)[i] = (uint64_t)v; break;
+    case TG_INT8: ((int8_t *)p)[i] = (int8_t)dtype_double_to_int(v, false); break;
+    case TG_INT16: ((int16_t *)p)[i] = (int16_t)dtype_double_to_int(v, false); break;
+    case TG_INT32: ((int32_t *)p)[i] = (int32_t)dtype_double_to_int(v, false); break;
+    case TG_INT64: ((int64_t *)p)[i] = (int64_t)dtype_double_to_int(v, false); break;
+    case TG_UINT8: ((uint8_t *)p)[i] = (uint8_t)dtype_double_to_int(v, false); break;
+    case TG_UINT16: ((uint16_t *)p)[i] = (uint16_t)dtype_double_to_int(v, false); break;
+    case TG_UINT32: ((uint32_t *)p)[i] = (uint32_t)dtype_double_to_int(v, false); break;
+    case TG_UINT64: ((uint64_t *)p)[i] = (uint64_t)dtype_double_to_int(v, true); break;
     case TG_FLOAT16: ((uint16_t *)p)[i] = float_to_half((float)v); break;
     case TG_BFLOAT16: ((uint16_t *)p)[i] = float_to_bf16((float)v); break;
     case TG_FLOAT32: ((float *)p)[i] = (float)v; break;

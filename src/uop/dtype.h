@@ -27,6 +27,9 @@ static inline bool dtype_is_half(tg_dtype dt) { return dt == TG_FLOAT16 || dt ==
 /* Read element i of a buffer of dtype dt as double / write a double (host side). */
 double dtype_read(const void *p, tg_dtype dt, size_t i);
 void dtype_write(void *p, tg_dtype dt, size_t i, double v);
+/* v as an integer without undefined behaviour: truncated, saturated to the int64 range (the
+ * uint64 range when to_u64), NaN → 0. */
+int64_t dtype_double_to_int(double v, bool to_u64);
 
 /* IEEE half and bfloat16 conversions (round to nearest even). */
 float half_to_float(uint16_t h);

@@ -169,12 +169,11 @@ uop *uop_const(tg_dtype dt, double v) {
     return uop_new(OP_CONST, dt, NULL, 0, &bits, 1);
   }
   if (dt == TG_BOOL) return uop_const_int(dt, v != 0);
-  if (dt == TG_UINT64 && v >= 9223372036854775808.0) {
-    uint64_t uv = (uint64_t)v;
-    memcpy(&bits, &uv, 8);
+  if (dt == TG_UINT64 && v >= 9223372036854775808.0) { /* the bits of the uint64 value */
+    bits = dtype_double_to_int(v, true);
     return uop_new(OP_CONST, dt, NULL, 0, &bits, 1);
   }
-  return uop_const_int(dt, (int64_t)v);
+  return uop_const_int(dt, dtype_double_to_int(v, false));
 }
 
 uop *uop_const_bool(bool v) { return uop_const_int(TG_BOOL, v); }
