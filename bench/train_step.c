@@ -1,7 +1,9 @@
 /* train_step.c — ms per training step (forward + backward + Adam, one realize) of the demo
  * conv net and of an MLP 784-512-512-10, next to PyTorch running the same network in the same
- * run (bench/train_step_torch.py, torch threads = 2). "host" is the step's time outside kernels:
- * building the graph, autograd, scheduling, cache lookups, buffer allocation.
+ * run (bench/train_step_torch.py, torch threads = 2). The step's time outside kernels is split
+ * (tg_get_stats) into schedule (fusion, kernel ASTs, buffers), lower (program cache lookups;
+ * lowering and rendering when a kernel is new to the process) and build (the rest: the API
+ * calls that build forward, backward and optimizer graphs, and autograd).
  *   build/bench_train_step [BATCH] [STEPS] */
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,39 +78,47 @@ static tg_tensor *net_forward(net *n, tg_tensor *x) {
   return tg_linear_forward(&n->fc[0], tg_flatten(x, 1, -1));
 }
 
-/* Median ms per step of tg (and the median host time: the step minus its kernels' time), or
- * a negative number on error. */
-static double tg_step_ms(bool conv, int64_t batch, int steps, double *host_ms) {
+typedef struct step_time { double total, kernels, build, schedule, lower; } step_time;
+
+static int cmp_total(const void *a, const void *b) {
+  return cmp_double(&((const step_time *)a)->total, &((const step_time *)b)->total);
+}
+
+/* The median step of tg (ms), total < 0 on error. */
+static step_time tg_step(bool conv, int64_t batch, int steps) {
   net n;
   tg_manual_seed(0);
-  double result = -1;
-  if (net_init(&n, conv) < 0) { net_free(&n); return -1; }
+  step_time result = {-1, 0, 0, 0, 0};
+  if (net_init(&n, conv) < 0) { net_free(&n); return result; }
   int np;
   tg_tensor **params = tg_state_dict_parameters(&n.sd, &np);
   tg_optimizer *opt = params ? tg_adam(params, np, 1e-3, 0.9, 0.999, 1e-8) : NULL;
   int64_t xs[4] = {batch, 1, 28, 28}, ys[1] = {batch};
   tg_tensor *x = tg_rand(xs, 4, TG_FLOAT32), *y = tg_randint(ys, 1, 0, 10, TG_INT32);
-  double *times = calloc(2 * ((size_t)steps + 2), sizeof *times), *host = times + steps + 2;
+  step_time *times = calloc((size_t)steps + 2, sizeof *times);
   if (opt && x && y && times && tg_realize(x) == 0 && tg_realize(y) == 0) {
     int i;
     for (i = 0; i < steps + 2; i++) {
       tg_scope *s = tg_scope_begin();
-      double t0 = now(), k0 = tg_get_stats().kernel_seconds;
+      tg_stats a = tg_get_stats();
+      double t0 = now();
       tg_tensor *loss = tg_sparse_cross_entropy(net_forward(&n, x), y, 0.0, -1);
       int rc = !loss || tg_backward(loss) < 0 || tg_optimizer_step(opt, &loss, 1) < 0;
-      times[i] = now() - t0;
-      host[i] = times[i] - (tg_get_stats().kernel_seconds - k0);
+      double total = now() - t0;
+      tg_stats b = tg_get_stats();
+      step_time *t = &times[i];
+      t->total = total * 1e3, t->kernels = (b.kernel_seconds - a.kernel_seconds) * 1e3;
+      t->schedule = (b.schedule_seconds - a.schedule_seconds) * 1e3, t->lower = (b.lower_seconds - a.lower_seconds) * 1e3;
+      t->build = t->total - t->kernels - t->schedule - t->lower - (b.compile_seconds - a.compile_seconds) * 1e3;
       tg_scope_end(s);
       if (rc) break;
     }
     if (i == steps + 2) {
-      qsort(times + 2, (size_t)steps, sizeof *times, cmp_double);
-      qsort(host + 2, (size_t)steps, sizeof *host, cmp_double);
-      result = times[2 + steps / 2] * 1e3;
-      *host_ms = host[2 + steps / 2] * 1e3;
+      qsort(times + 2, (size_t)steps, sizeof *times, cmp_total);
+      result = times[2 + steps / 2];
     }
   }
-  if (result < 0) fprintf(stderr, "tg: %s\n", tg_last_error());
+  if (result.total < 0) fprintf(stderr, "tg: %s\n", tg_last_error());
   free(times);
   tg_free(x), tg_free(y);
   tg_optimizer_free(opt);
@@ -134,12 +144,15 @@ int main(int argc, char **argv) {
   int64_t batch = argc > 1 ? atoll(argv[1]) : 512;
   int steps = argc > 2 ? atoi(argv[2]) : 5;
   printf("training step, batch %lld, median of %d steps (after 2 warmup steps)\n", (long long)batch, steps);
-  printf("%-24s %12s %14s %12s %10s\n", "network", "tg ms", "(tg host ms)", "torch ms", "torch/tg");
+  printf("%-20s %9s %9s %9s %9s %9s %9s %9s\n", "network", "tg ms", "kernels", "build", "schedule", "lower",
+         "torch ms", "torch/tg");
   const struct { const char *name, *kind; bool conv; } rows[] = {
       {"conv net (demo)", "conv", true}, {"MLP 784-512-512-10", "mlp", false}};
   for (int i = 0; i < 2; i++) {
-    double host = 0, t = tg_step_ms(rows[i].conv, batch, steps, &host), r = torch_step_ms(rows[i].kind, batch, steps);
-    printf("%-24s %12.1f %14.2f %12.1f %10.2f\n", rows[i].name, t, host, r, t > 0 && r > 0 ? r / t : 0.0);
+    step_time t = tg_step(rows[i].conv, batch, steps);
+    double r = torch_step_ms(rows[i].kind, batch, steps);
+    printf("%-20s %9.1f %9.1f %9.2f %9.2f %9.2f %9.1f %9.2f\n", rows[i].name, t.total, t.kernels, t.build, t.schedule,
+           t.lower, r, t.total > 0 && r > 0 ? r / t.total : 0.0);
   }
   return 0;
 }

@@ -58,6 +58,8 @@ typedef struct tg_stats {
   uint64_t bytes_alive;       /**< bytes in those buffers */
   double kernel_seconds;      /**< wall time spent inside kernels */
   double compile_seconds;     /**< wall time spent compiling */
+  double schedule_seconds;    /**< realize time outside kernels, lowering and compiling */
+  double lower_seconds;       /**< program lookup, optimization, lowering and rendering */
 } tg_stats;
 
 /* ------------------------------------------------------- errors, memory */

@@ -193,7 +193,9 @@ static int run_kernel(uop *ast, uop **bufs, int nbufs, int64_t numel) {
   if (numel == 0) return 0;
   void *args[64];
   if (nbufs > 64) return tg_set_error(TG_ERR_DEVICE, "kernel has %d buffers (max 64)", nbufs);
+  double t0 = tg_now(), compile0 = tg_global_stats.compile_seconds;
   program *p = program_get(ast);
+  tg_global_stats.lower_seconds += tg_now() - t0 - (tg_global_stats.compile_seconds - compile0);
   if (!p) return TG_ERR_COMPILE;
   for (int i = 0; i < nbufs; i++) args[i] = buffer_data(bufs[i]);
   return program_run(p, args);
@@ -205,6 +207,8 @@ int schedule_realize(uop **targets, int n, uop **out) {
   size_t mark = uop_pool_mark();
   sched s = {0};
   int rc = 0;
+  tg_stats before = tg_global_stats;
+  double t0 = tg_now();
   uop *sink = uop_new(OP_SINK, TG_BOOL, targets, n, NULL, 0);
   uop *g = sink ? graph_rewrite_ex(sink, realized_rules, NULL, true) : NULL;
   if (!g) { rc = tg_set_error(TG_ERR_NOMEM, "schedule: out of memory"); goto done; }
@@ -252,5 +256,8 @@ done:
   ptrmap_free(&s.users);
   VEC_FREE(s.root_list);
   uop_pool_release(mark);
+  tg_global_stats.schedule_seconds += tg_now() - t0 - (tg_global_stats.kernel_seconds - before.kernel_seconds) -
+                                      (tg_global_stats.compile_seconds - before.compile_seconds) -
+                                      (tg_global_stats.lower_seconds - before.lower_seconds);
   return rc;
 }
