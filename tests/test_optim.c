@@ -449,6 +449,45 @@ TEST(optim_memory_flat_300_steps) {
   mlp_free(&m);
 }
 
+/* A conv + batchnorm net: the running statistics are pending assigns that the optimizer step
+ * realizes every step, so neither graphs nor buffers pile up, and they move toward the batch
+ * statistics (mean 0.5 of uniform inputs through a positive conv). */
+TEST(optim_batchnorm_running_stats_realized_each_step) {
+  tg_scope *outer = tg_scope_begin();
+  tg_manual_seed(3);
+  tg_conv2d_layer c;
+  tg_batchnorm2d bn;
+  CHECK(tg_conv2d_init(&c, 1, 2, 3, 3, 1, 0, 1, 1, false) == 0 && tg_batchnorm2d_init(&bn, 2) == 0);
+  float w0[18];
+  for (int i = 0; i < 18; i++) w0[i] = 0.1f;
+  CHECK(tg_assign_data(c.weight, w0, sizeof w0) == 0);
+  tg_tensor *params[3] = {c.weight, bn.weight, bn.bias};
+  tg_optimizer *o = tg_sgd(params, 3, 0.01, 0, 0, false);
+  tg_tensor *x = tg_rand((int64_t[]){4, 1, 6, 6}, 4, TG_FLOAT32);
+  CHECK(o && x && tg_realize(x) == 0);
+  alive_counts base = {0};
+  for (int step = 0; o && step < 40; step++) {
+    tg_scope *s = tg_scope_begin();
+    tg_tensor *loss = tg_mean(tg_square(tg_batchnorm2d_forward(&bn, tg_conv2d_forward(&c, x))), NULL, 0, false);
+    CHECK(tg_backward(loss) == 0 && tg_optimizer_step(o, &loss, 1) == 0);
+    CHECK(tg_is_realized(bn.running_mean) && tg_is_realized(bn.running_var));
+    tg_scope_end(s);
+    if (step == 9) base = alive_now();
+  }
+  alive_counts end = alive_now();
+  CHECK(end.uops == base.uops && end.buffers == base.buffers);
+  float rm[2], nb;
+  int64_t tracked;
+  CHECK(tg_to_host(bn.running_mean, rm, sizeof rm) == 0 && tg_to_host(bn.num_batches_tracked, &tracked, 8) == 0);
+  CHECK(tracked == 40);
+  nb = 0.9f * 0.5f * (1 - powf(0.9f, 40)); /* momentum 0.1 towards ~0.9 (nine taps of 0.1 * 0.5) */
+  CHECK(rm[0] > nb * 0.8f && rm[0] < 1.0f);
+  tg_optimizer_free(o);
+  tg_conv2d_free(&c);
+  tg_batchnorm2d_free(&bn);
+  tg_scope_end(outer);
+}
+
 #ifndef UNDER_ASAN
 static long resident_bytes(void) {
   FILE *f = fopen("/proc/self/statm", "r");
