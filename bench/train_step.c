@@ -79,6 +79,8 @@ static tg_tensor *net_forward(net *n, tg_tensor *x) {
 }
 
 typedef struct step_time { double total, kernels, build, schedule, lower; } step_time;
+static step_time first_step;       /* the first step of the last network run */
+static uint64_t first_step_kernels; /* kernels it compiled (or loaded from the disk cache) */
 
 static int cmp_total(const void *a, const void *b) {
   return cmp_double(&((const step_time *)a)->total, &((const step_time *)b)->total);
@@ -110,6 +112,7 @@ static step_time tg_step(bool conv, int64_t batch, int steps) {
       t->total = total * 1e3, t->kernels = (b.kernel_seconds - a.kernel_seconds) * 1e3;
       t->schedule = (b.schedule_seconds - a.schedule_seconds) * 1e3, t->lower = (b.lower_seconds - a.lower_seconds) * 1e3;
       t->build = t->total - t->kernels - t->schedule - t->lower - (b.compile_seconds - a.compile_seconds) * 1e3;
+      if (i == 0) first_step = *t, first_step_kernels = b.kernels_compiled - a.kernels_compiled;
       tg_scope_end(s);
       if (rc) break;
     }
@@ -148,11 +151,20 @@ int main(int argc, char **argv) {
          "torch ms", "torch/tg");
   const struct { const char *name, *kind; bool conv; } rows[] = {
       {"conv net (demo)", "conv", true}, {"MLP 784-512-512-10", "mlp", false}};
+  step_time lowered[2];
+  uint64_t nlowered[2];
   for (int i = 0; i < 2; i++) {
     step_time t = tg_step(rows[i].conv, batch, steps);
     double r = torch_step_ms(rows[i].kind, batch, steps);
     printf("%-20s %9.1f %9.1f %9.2f %9.2f %9.2f %9.1f %9.2f\n", rows[i].name, t.total, t.kernels, t.build, t.schedule,
            t.lower, r, t.total > 0 && r > 0 ? r / t.total : 0.0);
+    lowered[i] = first_step;
+    nlowered[i] = first_step_kernels;
   }
+  printf("\nfirst step in the process (kernels new to it: lowered, then compiled or loaded from the disk cache):\n");
+  for (int i = 0; i < 2; i++)
+    printf("%-20s %4llu kernels: build %.2f ms, schedule %.2f ms, lower %.2f ms (%.0f us per kernel)\n", rows[i].name,
+           (unsigned long long)nlowered[i], lowered[i].build, lowered[i].schedule, lowered[i].lower,
+           nlowered[i] ? lowered[i].lower * 1e3 / (double)nlowered[i] : 0.0);
   return 0;
 }
