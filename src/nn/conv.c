@@ -209,6 +209,14 @@ static tg_tensor *conv_graph(tg_tensor *x, tg_tensor *w, const conv_geom *g) {
   static int rule_id = -1;
   if (rule_id < 0) rule_id = grad_register_custom(conv_grad_rule);
   int nsp = g->nsp, n = 4 + 2 * nsp, axes[TG_MAX_DIMS];
+  bool pads = false;
+  for (int j = 0; j < nsp; j++) pads |= g->pad_before[j] > 0 || g->pad_after[j] > 0;
+  conv_geom unpadded = *g;
+  if (pads) { /* pad once into a buffer, so that no tap of the window loop needs a bounds mask */
+    x = tg_contiguous(pad_or_crop(x, g->pad_before, g->pad_after, nsp, 0));
+    for (int j = 0; j < nsp; j++) unpadded.pad_before[j] = unpadded.pad_after[j] = 0;
+    g = &unpadded;
+  }
   int64_t k[TG_MAX_DIMS] = {0}, out[TG_MAX_DIMS], arg[3 + 4 * NSP];
   for (int j = 0; j < nsp; j++) k[j] = tg_dim(w, 2 + j);
   tg_tensor *win = conv_windows(x, k, tg_dim(w, 0), g);
