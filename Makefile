@@ -36,9 +36,9 @@ $(BUILD)/tg.pc: Makefile
 $(BUILD)/test_tg: $(TOBJS) $(BUILD)/libtg.a
 	$(CC) $(CFLAGS) -o $@ $(TOBJS) $(BUILD)/libtg.a $(LDFLAGS) $(LDLIBS)
 
-$(BUILD)/bench_%: bench/%.c $(BUILD)/libtg.a
+$(BUILD)/bench_%: bench/%.c $(wildcard bench/*.h) $(BUILD)/libtg.a
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libtg.a $(LDFLAGS) $(LDLIBS) $(BENCH_LIBS)
-$(BUILD)/bench_matmul: BENCH_LIBS = -lopenblas
+$(BUILD)/bench_matmul $(BUILD)/bench_kernels: BENCH_LIBS = -lopenblas
 
 $(BUILD)/example_%: examples/%.c $(BUILD)/libtg.a
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libtg.a $(LDFLAGS) $(LDLIBS)
@@ -53,7 +53,7 @@ test-sanitize:
 	  LDFLAGS="-fsanitize=address,undefined" $(SANBUILD)/test_tg
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 SPEC=1 ./$(SANBUILD)/test_tg $(FILTER)
 
-install: all
+install: $(BUILD)/libtg.a $(BUILD)/libtg.so
 	$(MAKE) INSTALLING=1 -B $(BUILD)/tg.pc
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
 	install -m644 include/tg.h include/tg_nn.h $(DESTDIR)$(PREFIX)/include/

@@ -11,6 +11,8 @@
 #include <time.h>
 #include <tg.h>
 
+#include "nets.h"
+
 static double now(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
@@ -20,62 +22,6 @@ static double now(void) {
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);
-}
-
-typedef struct net {
-  tg_conv2d_layer c[4];
-  tg_batchnorm2d bn[2];
-  tg_linear fc[3];
-  tg_state_dict sd;
-  bool conv;
-} net;
-
-static int net_init(net *n, bool conv) {
-  memset(n, 0, sizeof *n);
-  n->conv = conv;
-  char name[16];
-  if (conv) {
-    static const int64_t ch[5] = {1, 32, 32, 64, 64};
-    for (int i = 0; i < 4; i++) {
-      int k = i < 2 ? 5 : 3;
-      snprintf(name, sizeof name, "c%d", i);
-      if (tg_conv2d_init(&n->c[i], ch[i], ch[i + 1], k, k, 1, 0, 1, 1, true) < 0 ||
-          tg_conv2d_state(&n->c[i], name, &n->sd) < 0) return -1;
-    }
-    for (int i = 0; i < 2; i++) {
-      snprintf(name, sizeof name, "bn%d", i);
-      if (tg_batchnorm2d_init(&n->bn[i], i ? 64 : 32) < 0 || tg_batchnorm2d_state(&n->bn[i], name, &n->sd) < 0) return -1;
-    }
-    return tg_linear_init(&n->fc[0], 576, 10, true) < 0 || tg_linear_state(&n->fc[0], "fc", &n->sd) < 0 ? -1 : 0;
-  }
-  static const int64_t dims[4] = {784, 512, 512, 10};
-  for (int i = 0; i < 3; i++) {
-    snprintf(name, sizeof name, "fc%d", i);
-    if (tg_linear_init(&n->fc[i], dims[i], dims[i + 1], true) < 0 || tg_linear_state(&n->fc[i], name, &n->sd) < 0) return -1;
-  }
-  return 0;
-}
-
-static void net_free(net *n) {
-  tg_state_dict_free(&n->sd);
-  for (int i = 0; i < 4; i++) tg_conv2d_free(&n->c[i]);
-  for (int i = 0; i < 2; i++) tg_batchnorm2d_free(&n->bn[i]);
-  for (int i = 0; i < 3; i++) tg_linear_free(&n->fc[i]);
-}
-
-static tg_tensor *net_forward(net *n, tg_tensor *x) {
-  static const int two[2] = {2, 2};
-  if (!n->conv) {
-    x = tg_relu(tg_linear_forward(&n->fc[0], tg_flatten(x, 1, -1)));
-    x = tg_relu(tg_linear_forward(&n->fc[1], x));
-    return tg_linear_forward(&n->fc[2], x);
-  }
-  for (int b = 0; b < 2; b++) {
-    x = tg_relu(tg_conv2d_forward(&n->c[2 * b], x));
-    x = tg_relu(tg_conv2d_forward(&n->c[2 * b + 1], x));
-    x = tg_max_pool2d(tg_batchnorm2d_forward(&n->bn[b], x), two, NULL, NULL);
-  }
-  return tg_linear_forward(&n->fc[0], tg_flatten(x, 1, -1));
 }
 
 typedef struct step_time { double total, kernels, build, schedule, lower; } step_time;
@@ -88,45 +34,38 @@ static int cmp_total(const void *a, const void *b) {
 
 /* The median step of tg (ms), total < 0 on error. */
 static step_time tg_step(bool conv, int64_t batch, int steps) {
-  net n;
-  tg_manual_seed(0);
   step_time result = {-1, 0, 0, 0, 0};
-  if (net_init(&n, conv) < 0) { net_free(&n); return result; }
-  int np;
-  tg_tensor **params = tg_state_dict_parameters(&n.sd, &np);
-  tg_optimizer *opt = params ? tg_adam(params, np, 1e-3, 0.9, 0.999, 1e-8) : NULL;
-  int64_t xs[4] = {batch, 1, 28, 28}, ys[1] = {batch};
-  tg_tensor *x = tg_rand(xs, 4, TG_FLOAT32), *y = tg_randint(ys, 1, 0, 10, TG_INT32);
-  step_time *times = calloc((size_t)steps + 2, sizeof *times);
-  if (opt && x && y && times && tg_realize(x) == 0 && tg_realize(y) == 0) {
-    int i;
-    for (i = 0; i < steps + 2; i++) {
-      tg_scope *s = tg_scope_begin();
-      tg_stats a = tg_get_stats();
-      double t0 = now();
-      tg_tensor *loss = tg_sparse_cross_entropy(net_forward(&n, x), y, 0.0, -1);
-      int rc = !loss || tg_backward(loss) < 0 || tg_optimizer_step(opt, &loss, 1) < 0;
-      double total = now() - t0;
-      tg_stats b = tg_get_stats();
-      step_time *t = &times[i];
-      t->total = total * 1e3, t->kernels = (b.kernel_seconds - a.kernel_seconds) * 1e3;
-      t->schedule = (b.schedule_seconds - a.schedule_seconds) * 1e3, t->lower = (b.lower_seconds - a.lower_seconds) * 1e3;
-      t->build = t->total - t->kernels - t->schedule - t->lower - (b.compile_seconds - a.compile_seconds) * 1e3;
-      if (i == 0) first_step = *t, first_step_kernels = b.kernels_compiled - a.kernels_compiled;
-      tg_scope_end(s);
-      if (rc) break;
-    }
-    if (i == steps + 2) {
-      qsort(times + 2, (size_t)steps, sizeof *times, cmp_total);
-      result = times[2 + steps / 2];
-    }
+  net_run r;
+  if (net_run_init(&r, conv, batch) < 0) {
+    fprintf(stderr, "tg: %s\n", tg_last_error());
+    return result;
   }
-  if (result.total < 0) fprintf(stderr, "tg: %s\n", tg_last_error());
+  step_time *times = calloc((size_t)steps + 2, sizeof *times);
+  int i;
+  for (i = 0; times && i < steps + 2; i++) {
+    tg_scope *s = tg_scope_begin();
+    tg_stats a = tg_get_stats();
+    double t0 = now();
+    tg_tensor *loss = net_run_loss(&r);
+    int rc = !loss || tg_backward(loss) < 0 || tg_optimizer_step(r.opt, &loss, 1) < 0;
+    double total = now() - t0;
+    tg_stats b = tg_get_stats();
+    step_time *t = &times[i];
+    t->total = total * 1e3, t->kernels = (b.kernel_seconds - a.kernel_seconds) * 1e3;
+    t->schedule = (b.schedule_seconds - a.schedule_seconds) * 1e3, t->lower = (b.lower_seconds - a.lower_seconds) * 1e3;
+    t->build = t->total - t->kernels - t->schedule - t->lower - (b.compile_seconds - a.compile_seconds) * 1e3;
+    if (i == 0) first_step = *t, first_step_kernels = b.kernels_compiled - a.kernels_compiled;
+    tg_scope_end(s);
+    if (rc) break;
+  }
+  if (times && i == steps + 2) {
+    qsort(times + 2, (size_t)steps, sizeof *times, cmp_total);
+    result = times[2 + steps / 2];
+  } else {
+    fprintf(stderr, "tg: %s\n", tg_last_error());
+  }
   free(times);
-  tg_free(x), tg_free(y);
-  tg_optimizer_free(opt);
-  free(params);
-  net_free(&n);
+  net_run_free(&r);
   return result;
 }
 
