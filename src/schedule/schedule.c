@@ -2,10 +2,12 @@
  *
  * 1. Realized nodes are replaced by their buffers.
  * 2. The fusion policy picks the nodes that get buffers ("kernel roots"): what was asked for,
- *    CONTIGUOUS, and reductions that cannot fuse into their consumer — a reduce fuses only if
+ *    CONTIGUOUS, reductions that cannot fuse into their consumer — a reduce fuses only if
  *    every path from its kernel root reaches it through elementwise ops and non-expanding
  *    views (RESHAPE, PERMUTE, SHRINK, FLIP); through EXPAND or PAD it would be recomputed per
- *    output element, inside another reduce it would nest, so it gets its own kernel.
+ *    output element, inside another reduce it would nest, so it gets its own kernel — and
+ *    elementwise nodes that would be recomputed (under EXPAND, or by two kernels) when that
+ *    is costly (worth_storing). See docs/architecture.md, "Fusion policy".
  * 3. Each root becomes a kernel AST: SINK(expr) whose buffers are PARAM slots (slot 0 is the
  *    output), so equal computations on different buffers share one compiled program.
  * 4. Kernels run in topological order; each root remembers its buffer (uop->realized). */
