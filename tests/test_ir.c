@@ -461,13 +461,17 @@ TEST(ir_spec_program) {
   POOL_SCOPE({
     uop *r0 = range_var(0, 4), *r1 = range_var(1, 3);
     uop *v = uop_add(r0, r1), *w = uop_mul(v, v);
-    struct { const char *what; lin_op ops[6]; int n; } cases[] = {
+    struct { const char *what; lin_op ops[7]; int n; } cases[] = {
         {NULL, {{L_LOOP, r0}, {L_LOOP, r1}, {L_VALUE, v}, {L_VALUE, w}, {L_END, r1}, {L_END, r0}}, 6},
         {"unbalanced loop", {{L_END, r0}}, 1},
         {"unbalanced loop", {{L_LOOP, r0}, {L_LOOP, r1}, {L_END, r0}, {L_END, r1}}, 4},
         {"loop left open", {{L_LOOP, r0}}, 1},
         {"used before definition", {{L_LOOP, r0}, {L_VALUE, v}, {L_END, r0}}, 3}, /* r1 not open */
         {"used before definition", {{L_LOOP, r0}, {L_LOOP, r1}, {L_VALUE, w}, {L_END, r1}, {L_END, r0}}, 5},
+        /* values and loop variables are scoped: gone after their loop's END */
+        {"outside its loop", {{L_LOOP, r0}, {L_LOOP, r1}, {L_END, r1}, {L_VALUE, v}, {L_END, r0}}, 5},
+        {"outside its loop", {{L_LOOP, r0}, {L_LOOP, r1}, {L_VALUE, v}, {L_END, r1}, {L_VALUE, w}, {L_END, r0}}, 6},
+        {NULL, {{L_LOOP, r0}, {L_END, r0}, {L_LOOP, r0}, {L_LOOP, r1}, {L_VALUE, v}, {L_END, r1}, {L_END, r0}}, 7},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
       lin_program p = {cases[i].ops, cases[i].n};

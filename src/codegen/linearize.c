@@ -228,17 +228,21 @@ int linearize(uop *sink, lin_program *prog, kernel_info *info) {
 
 /* Program spec: loops nest properly and every source is defined (emitted, inline, or an open
  * loop variable) before it is used; accumulators are initialised before they are updated. */
+/* Values are scoped like the C they become: a value (or loop variable) defined inside a loop
+ * is gone after the loop's END. defined: value → its loop depth + 1 (NULL: out of scope). */
 int program_spec_check(const lin_program *p) {
   ptrmap defined = {0}, accs = {0};
   VEC(uop *) loops = {0};
+  VEC(uop *) order = {0}; /* values in definition order, to drop a closed loop's values */
   int rc = 0;
   for (int i = 0; i < p->n && !rc; i++) {
     const lin_op *o = &p->ops[i];
     uop *u = o->u;
-    if (o->kind == L_LOOP) { VEC_PUSH(loops, u); ptrmap_put(&defined, u, u); continue; }
     if (o->kind == L_END) {
-      if (!loops.n || loops.v[loops.n - 1] != u) rc = tg_set_error(TG_ERR_DEVICE, "program spec: unbalanced loop");
-      else loops.n--;
+      if (!loops.n || loops.v[loops.n - 1] != u) { rc = tg_set_error(TG_ERR_DEVICE, "program spec: unbalanced loop"); continue; }
+      loops.n--;
+      while (order.n && (uintptr_t)ptrmap_get(&defined, order.v[order.n - 1]) > loops.n + 1)
+        ptrmap_put(&defined, order.v[--order.n], NULL);
       continue;
     }
     if (o->kind == L_ACC_INIT) { ptrmap_put(&accs, u, u); continue; }
@@ -246,17 +250,22 @@ int program_spec_check(const lin_program *p) {
       rc = tg_set_error(TG_ERR_DEVICE, "program spec: accumulator used before its initialisation");
       continue;
     }
-    int last = o->kind == L_ACC_UPDATE ? reduce_nbody(u) : o->kind == L_ACC_FINAL ? 0 : u->nsrc;
+    int last = o->kind == L_LOOP ? 0 : o->kind == L_ACC_UPDATE ? reduce_nbody(u) : o->kind == L_ACC_FINAL ? 0 : u->nsrc;
     for (int j = 0; j < last && !rc; j++) {
       uop *s = u->src[j];
       bool lane = s->op == OP_RANGE && s->arg[1] == RANGE_LANE;
-      if (!ptrmap_has(&defined, s) && s->op != OP_CONST && s->op != OP_DEFINE_GLOBAL && !lane)
-        rc = tg_set_error(TG_ERR_DEVICE, "program spec: %s used before definition", uop_ops[s->op].name);
+      if (!ptrmap_get(&defined, s) && s->op != OP_CONST && s->op != OP_DEFINE_GLOBAL && !lane)
+        rc = tg_set_error(TG_ERR_DEVICE, "program spec: %s used before definition or outside its loop", uop_ops[s->op].name);
     }
-    if (o->kind != L_ACC_UPDATE) ptrmap_put(&defined, u, u);
+    if (o->kind == L_ACC_UPDATE) continue;
+    bool outer = o->kind == L_LOOP; /* a loop variable lives inside its loop */
+    ptrmap_put(&defined, u, (void *)(uintptr_t)(loops.n + 1 + outer));
+    VEC_PUSH(order, u);
+    if (outer) VEC_PUSH(loops, u);
   }
   if (!rc && loops.n) rc = tg_set_error(TG_ERR_DEVICE, "program spec: loop left open");
   VEC_FREE(loops);
+  VEC_FREE(order);
   ptrmap_free(&defined);
   ptrmap_free(&accs);
   return rc;
