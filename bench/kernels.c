@@ -1,11 +1,17 @@
-/* kernels.c — speed of generated CPU kernels: sgemm (default heuristics vs NOOPT), elementwise
- * add and reductions in GB/s against a plain C copy loop, and convolution-shaped kernels of a
- * small conv net at batch 512 (forward and both gradients).
+/* kernels.c — speed of generated CPU kernels next to references measured in the same run:
+ * sgemm against OpenBLAS cblas_sgemm, elementwise kernels and reductions against memcpy
+ * bandwidth, the demo's conv layers (examples/mnist.c, batch 512; forward and both gradients)
+ * against PyTorch when bench/kernels_torch.py finds torch. Each tg kernel is timed with the
+ * default heuristics and, where marked, with BEAM=2 (the winner is cached on disk: the first
+ * run searches, later ones reuse it).
  *
- *   make build/bench_kernels && ./build/bench_kernels [quick]
+ *   make build/bench_kernels && ./build/bench_kernels [quick|full] [FILTER]
  *
+ * quick: sgemm 512/1024 only; FILTER: only the rows whose group contains it ("sgemm", "add",
+ * "conv2"). BENCH_BEAM=0 skips the BEAM rows; BEAM_TIMEOUT (default here 60 s per kernel).
  * Times are the best of several runs of the kernels alone (tg_stats.kernel_seconds), after a
- * warm-up run that compiles. NOOPT rows build every kernel unoptimized through the test hook. */
+ * warm-up run that compiles. The machine may be shared: compare rows of the same run. */
+#include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,17 +20,23 @@
 #include "runtime/threadpool.h"
 #include "tg.h"
 
+typedef tg_tensor *(*expr_fn)(tg_tensor **in);
+typedef enum { MODE_DEFAULT, MODE_NOOPT, MODE_BEAM } opt_mode;
+
 static int no_opts(uop *ast, kshape *ks, void *ctx) {
   (void)ast, (void)ks, (void)ctx;
   return 0;
 }
 
-typedef tg_tensor *(*expr_fn)(tg_tensor **in);
+static int beam_opts(uop *ast, kshape *ks, void *ctx) {
+  (void)ctx;
+  return beam_search(ast, 2, ks);
+}
 
 /* Best kernel time (seconds) of `reps` realizations of a fresh graph; flops/bytes per run. */
-static double time_expr(expr_fn fn, tg_tensor **in, int reps, bool noopt, double *flops, double *bytes) {
+static double time_expr(expr_fn fn, tg_tensor **in, int reps, opt_mode mode, double *flops, double *bytes) {
   double best = 1e30;
-  if (noopt) program_set_opt_hook(no_opts, NULL);
+  if (mode != MODE_DEFAULT) program_set_opt_hook(mode == MODE_NOOPT ? no_opts : beam_opts, NULL);
   for (int r = 0; r <= reps; r++) {
     tg_scope *s = tg_scope_begin();
     tg_tensor *y = fn(in);
@@ -35,7 +47,7 @@ static double time_expr(expr_fn fn, tg_tensor **in, int reps, bool noopt, double
     *flops = (double)st.flops, *bytes = (double)st.bytes_moved;
     tg_scope_end(s);
   }
-  if (noopt) program_set_opt_hook(NULL, NULL);
+  if (mode != MODE_DEFAULT) program_set_opt_hook(NULL, NULL);
   return best;
 }
 
@@ -49,14 +61,13 @@ static tg_tensor *random_buffer(const int64_t *shape, int nd) {
 
 static tg_tensor *e_matmul(tg_tensor **in) { return tg_matmul(in[0], in[1]); }
 static tg_tensor *e_add(tg_tensor **in) { return tg_add(in[0], in[1]); }
+static tg_tensor *e_mul(tg_tensor **in) { return tg_mul(in[0], in[1]); }
 static tg_tensor *e_relu_scale(tg_tensor **in) { return tg_mul_s(tg_relu(in[0]), 0.5); }
 static tg_tensor *e_sum_rows(tg_tensor **in) { return tg_sum(in[0], (const int[]){1}, 1, false); }
 static tg_tensor *e_sum_cols(tg_tensor **in) { return tg_sum(in[0], (const int[]){0}, 1, false); }
 static tg_tensor *e_sum_all(tg_tensor **in) { return tg_sum(in[0], NULL, 0, false); }
 static tg_tensor *e_softmax(tg_tensor **in) { return tg_softmax(in[0], -1); }
-static tg_tensor *e_conv(tg_tensor **in) {
-  return tg_conv2d(in[0], in[1], NULL, NULL, NULL, NULL, 1);
-}
+static tg_tensor *e_conv(tg_tensor **in) { return tg_conv2d(in[0], in[1], NULL, NULL, NULL, NULL, 1); }
 /* d(sum(conv(x, w) * g))/dw and /dx: the two backward reductions of a conv layer */
 static tg_tensor *e_conv_grad_w(tg_tensor **in) {
   tg_tensor *loss = tg_sum(tg_mul(tg_conv2d(in[0], in[1], NULL, NULL, NULL, NULL, 1), in[2]), NULL, 0, false), *g = NULL;
@@ -68,8 +79,10 @@ static tg_tensor *e_conv_grad_x(tg_tensor **in) {
 }
 static tg_tensor *e_maxpool(tg_tensor **in) { return tg_max_pool2d(in[0], (const int[]){2, 2}, NULL, NULL); }
 
-/* A plain C copy of n floats: the bandwidth reference for elementwise kernels. */
-static double copy_gbs(size_t n) {
+/* ------------------------------------------------------------ references */
+
+/* memcpy of n floats: GB/s counting the read and the write (as tg counts bytes moved). */
+static double memcpy_gbs(size_t n) {
   float *a = aligned_alloc(64, n * 4), *b = aligned_alloc(64, n * 4);
   memset(a, 1, n * 4), memset(b, 0, n * 4);
   double best = 1e30;
@@ -85,65 +98,150 @@ static double copy_gbs(size_t n) {
   return 2.0 * (double)n * 4 / best * 1e-9;
 }
 
-static void row(const char *name, expr_fn fn, tg_tensor **in, int reps, bool noopt) {
-  double flops, bytes, t = time_expr(fn, in, reps, noopt, &flops, &bytes);
-  printf("%-34s %9.3f ms %9.1f GFLOPS %8.1f GB/s\n", name, t * 1e3, flops / t * 1e-9, bytes / t * 1e-9);
+/* OpenBLAS sgemm GFLOPS on n x n (best of reps, after a warm-up). */
+static double blas_gflops(int n, int reps) {
+  size_t sz = (size_t)n * (size_t)n;
+  float *a = malloc(sz * 4), *b = malloc(sz * 4), *c = malloc(sz * 4);
+  for (size_t i = 0; i < sz; i++) a[i] = (float)(i % 7) * 0.1f, b[i] = (float)(i % 5) * 0.2f;
+  double best = 1e30;
+  for (int r = 0; r <= reps; r++) {
+    double t0 = tg_now();
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
+    double dt = tg_now() - t0;
+    if (r > 0 && dt < best) best = dt;
+  }
+  free(a), free(b), free(c);
+  return 2.0 * (double)n * n * n / best * 1e-9;
+}
+
+/* PyTorch ms for the demo's conv layers, from bench/kernels_torch.py ("name ms" lines); 0 if
+ * python or torch is missing. */
+typedef struct { char name[32]; double ms; } torch_row;
+static torch_row torch_rows[16];
+static int ntorch;
+
+static void load_torch(void) {
+  FILE *p = popen("python3 bench/kernels_torch.py 2>/dev/null", "r");
+  if (!p) return;
+  char line[128];
+  while (ntorch < 16 && fgets(line, sizeof line, p))
+    if (sscanf(line, "%31s %lf", torch_rows[ntorch].name, &torch_rows[ntorch].ms) == 2) ntorch++;
+  pclose(p);
+}
+
+static double torch_ms(const char *key) {
+  for (int i = 0; i < ntorch; i++)
+    if (!strcmp(torch_rows[i].name, key)) return torch_rows[i].ms;
+  return 0;
+}
+
+/* ------------------------------------------------------------ the table */
+
+static const char *filter; /* argv[2]: run only the rows whose group name contains it */
+static bool beam_rows = true;
+
+static bool wanted(const char *group) { return !filter || strstr(group, filter); }
+
+static void header(void) {
+  printf("%-32s %10s %9s %8s   %-18s %9s %7s\n", "kernel", "tg ms", "GFLOPS", "GB/s", "reference", "value", "tg/ref");
+}
+
+/* One row; the reference is GFLOPS (ref_gbs false) or GB/s, or none when ref <= 0. */
+static double row(const char *name, expr_fn fn, tg_tensor **in, int reps, opt_mode mode, const char *ref_name,
+                  double ref, bool ref_gbs) {
+  double flops, bytes, t = time_expr(fn, in, reps, mode, &flops, &bytes);
+  double gf = flops / t * 1e-9, gb = bytes / t * 1e-9;
+  printf("%-32s %10.3f %9.1f %8.1f", name, t * 1e3, gf, gb);
+  if (ref > 0) printf("   %-18s %9.1f %7.2f", ref_name, ref, (ref_gbs ? gb : gf) / ref);
+  printf("\n");
   fflush(stdout);
+  return t;
+}
+
+static void sgemm_rows(bool quick) {
+  char name[64];
+  for (int64_t n = 512; n <= (quick ? 1024 : 4096); n *= 2) {
+    tg_tensor *in[2] = {random_buffer((int64_t[]){n, n}, 2), random_buffer((int64_t[]){n, n}, 2)};
+    double blas = blas_gflops((int)n, n >= 4096 ? 2 : 4);
+    snprintf(name, sizeof name, "sgemm %lld", (long long)n);
+    row(name, e_matmul, in, n >= 4096 ? 2 : 4, MODE_DEFAULT, "OpenBLAS GFLOPS", blas, false);
+    if (beam_rows && n <= 1024) {
+      snprintf(name, sizeof name, "sgemm %lld BEAM=2", (long long)n);
+      row(name, e_matmul, in, 4, MODE_BEAM, "OpenBLAS GFLOPS", blas, false);
+    }
+    if (n == 512) row("sgemm 512 NOOPT", e_matmul, in, 1, MODE_NOOPT, "OpenBLAS GFLOPS", blas, false);
+    tg_free(in[0]), tg_free(in[1]);
+  }
+}
+
+static void memory_rows(void) {
+  if (!wanted("add") && !wanted("mul") && !wanted("relu") && !wanted("sum") && !wanted("softmax")) return;
+  int64_t big = 1 << 24;
+  double bw = memcpy_gbs((size_t)big);
+  tg_tensor *v[2] = {random_buffer(&big, 1), random_buffer(&big, 1)};
+  if (wanted("add")) row("add 16M floats", e_add, v, 5, MODE_DEFAULT, "memcpy GB/s", bw, true);
+  if (wanted("add")) row("add 16M floats NOOPT", e_add, v, 2, MODE_NOOPT, "memcpy GB/s", bw, true);
+  if (wanted("mul")) row("mul 16M floats", e_mul, v, 5, MODE_DEFAULT, "memcpy GB/s", bw, true);
+  if (wanted("relu")) row("relu*0.5 16M floats", e_relu_scale, v, 5, MODE_DEFAULT, "memcpy GB/s", bw, true);
+  if (wanted("sum")) row("sum all 16M floats", e_sum_all, v, 5, MODE_DEFAULT, "memcpy GB/s", bw, true);
+  tg_free(v[0]), tg_free(v[1]);
+  tg_tensor *m = random_buffer((int64_t[]){4096, 4096}, 2);
+  if (wanted("sum")) row("sum rows 4096x4096 (axis 1)", e_sum_rows, &m, 5, MODE_DEFAULT, "memcpy GB/s", bw, true);
+  if (wanted("sum")) row("sum cols 4096x4096 (axis 0)", e_sum_cols, &m, 5, MODE_DEFAULT, "memcpy GB/s", bw, true);
+  if (wanted("sum")) row("sum rows 4096x4096 NOOPT", e_sum_rows, &m, 1, MODE_NOOPT, "memcpy GB/s", bw, true);
+  tg_free(m);
+  if (!wanted("softmax")) return;
+  tg_tensor *sm = random_buffer((int64_t[]){512, 1000}, 2);
+  row("softmax 512x1000", e_softmax, &sm, 5, MODE_DEFAULT, "memcpy GB/s", bw, true);
+  tg_free(sm);
+}
+
+/* The demo's conv layers: forward, grad w, grad x; default, BEAM=2, and torch (ms). */
+static void conv_rows(void) {
+  static const struct { const char *name, *key; int64_t x[4], w[4]; } convs[] = {
+      {"conv1 1->32 5x5 28x28", "conv1", {512, 1, 28, 28}, {32, 1, 5, 5}},
+      {"conv2 32->32 5x5 24x24", "conv2", {512, 32, 24, 24}, {32, 32, 5, 5}},
+      {"conv3 32->64 3x3 10x10", "conv3", {512, 32, 10, 10}, {64, 32, 3, 3}},
+      {"conv4 64->64 3x3 8x8", "conv4", {512, 64, 8, 8}, {64, 64, 3, 3}},
+  };
+  static const struct { const char *suffix, *key; expr_fn fn; } parts[] = {
+      {"", "fwd", e_conv}, {"  grad w", "gradw", e_conv_grad_w}, {"  grad x", "gradx", e_conv_grad_x}};
+  for (size_t i = 0; i < sizeof convs / sizeof convs[0]; i++) {
+    if (!wanted(convs[i].name)) continue;
+    int64_t oh = convs[i].x[2] - convs[i].w[2] + 1;
+    tg_tensor *in[3] = {random_buffer(convs[i].x, 4), random_buffer(convs[i].w, 4),
+                        random_buffer((int64_t[]){convs[i].x[0], convs[i].w[0], oh, oh}, 4)};
+    for (size_t p = 0; p < 3; p++) {
+      char name[64], key[32];
+      snprintf(key, sizeof key, "%s_%s", convs[i].key, parts[p].key);
+      snprintf(name, sizeof name, "%s", p ? parts[p].suffix : convs[i].name);
+      double t = row(name, parts[p].fn, in, 3, MODE_DEFAULT, NULL, 0, false), ref = torch_ms(key);
+      if (ref > 0) printf("%-32s %10.3f %38s %7.2f\n", "    torch (2 threads)", ref, "tg speed / torch:", ref / (t * 1e3));
+      if (beam_rows) {
+        snprintf(name, sizeof name, "    BEAM=2");
+        row(name, parts[p].fn, in, 3, MODE_BEAM, NULL, 0, false);
+      }
+    }
+    tg_free(in[0]), tg_free(in[1]), tg_free(in[2]);
+  }
+  if (!wanted("max_pool")) return;
+  tg_tensor *act = random_buffer((int64_t[]){512, 32, 20, 20}, 4);
+  row("max_pool 2x2 512x32x20x20", e_maxpool, &act, 3, MODE_DEFAULT, NULL, 0, false);
+  tg_free(act);
 }
 
 int main(int argc, char **argv) {
   bool quick = argc > 1 && !strcmp(argv[1], "quick");
+  filter = argc > 2 ? argv[2] : NULL;
+  beam_rows = tg_getenv_int("BENCH_BEAM", 1) != 0;
+  setenv("BEAM_TIMEOUT", getenv("BEAM_TIMEOUT") ? getenv("BEAM_TIMEOUT") : "60", 1);
   tg_manual_seed(1);
-  printf("threads: %d\n", threadpool_size());
-  char name[64];
-  for (int64_t n = 512; n <= (quick ? 1024 : 4096); n *= 2) {
-    tg_tensor *in[2] = {random_buffer((int64_t[]){n, n}, 2), random_buffer((int64_t[]){n, n}, 2)};
-    snprintf(name, sizeof name, "sgemm %lld", (long long)n);
-    row(name, e_matmul, in, n >= 4096 ? 2 : 4, false);
-    if (n <= 512) {
-      snprintf(name, sizeof name, "sgemm %lld NOOPT", (long long)n);
-      row(name, e_matmul, in, 1, true);
-    }
-    tg_free(in[0]), tg_free(in[1]);
-  }
-  int64_t big = 1 << 24;
-  printf("%-34s %35.1f GB/s\n", "C memcpy 64 MB (reference)", copy_gbs((size_t)big));
-  tg_tensor *v[2] = {random_buffer(&big, 1), random_buffer(&big, 1)};
-  row("add 16M floats", e_add, v, 5, false);
-  row("add 16M floats NOOPT", e_add, v, 2, true);
-  row("relu*0.5 16M floats", e_relu_scale, v, 5, false);
-  row("sum all 16M floats", e_sum_all, v, 5, false);
-  tg_free(v[0]), tg_free(v[1]);
-  tg_tensor *m = random_buffer((int64_t[]){4096, 4096}, 2);
-  row("sum rows 4096x4096 (axis 1)", e_sum_rows, &m, 5, false);
-  row("sum cols 4096x4096 (axis 0)", e_sum_cols, &m, 5, false);
-  row("sum rows 4096x4096 NOOPT", e_sum_rows, &m, 1, true);
-  tg_free(m);
-  tg_tensor *sm = random_buffer((int64_t[]){512, 1000}, 2);
-  row("softmax 512x1000", e_softmax, &sm, 5, false);
-  tg_free(sm);
-  /* a small conv net at batch 512: conv 1→32 on 28x28, conv 32→64 on 13x13, max pool */
-  static const struct { const char *name; int64_t x[4], w[4]; } convs[] = {
-      {"conv 1->32 3x3 28x28 b512", {512, 1, 28, 28}, {32, 1, 3, 3}},
-      {"conv 32->64 3x3 13x13 b512", {512, 32, 13, 13}, {64, 32, 3, 3}},
-  };
-  for (size_t i = 0; i < sizeof convs / sizeof convs[0]; i++) {
-    int64_t oh = convs[i].x[2] - 2;
-    tg_tensor *in[3] = {random_buffer(convs[i].x, 4), random_buffer(convs[i].w, 4),
-                        random_buffer((int64_t[]){convs[i].x[0], convs[i].w[0], oh, oh}, 4)};
-    row(convs[i].name, e_conv, in, 3, false);
-    snprintf(name, sizeof name, "  grad w");
-    row(name, e_conv_grad_w, in, 3, false);
-    snprintf(name, sizeof name, "  grad x");
-    row(name, e_conv_grad_x, in, 3, false);
-    if (quick || i == 0) {
-      snprintf(name, sizeof name, "  forward NOOPT");
-      row(name, e_conv, in, 1, true);
-    }
-    tg_free(in[0]), tg_free(in[1]), tg_free(in[2]);
-  }
-  tg_tensor *act = random_buffer((int64_t[]){512, 32, 26, 26}, 4);
-  row("max_pool 2x2 512x32x26x26", e_maxpool, &act, 3, false);
-  tg_free(act);
+  if (wanted("conv")) load_torch();
+  printf("threads: %d, vector bytes: %d, torch reference: %s\n", threadpool_size(), cpu_vector_bytes(),
+         ntorch ? "yes" : "no (bench/kernels_torch.py needs python3 with torch)");
+  header();
+  if (wanted("sgemm")) sgemm_rows(quick);
+  memory_rows();
+  conv_rows();
   return 0;
 }

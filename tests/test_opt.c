@@ -52,6 +52,14 @@ static tg_tensor *b_conv_grad_w(tg_tensor **in) { /* the weight gradient: a conv
   return w;
 }
 
+static tg_tensor *b_conv_valid(tg_tensor **in) { return tg_conv2d(in[0], in[1], NULL, NULL, NULL, NULL, 1); }
+static tg_tensor *b_conv_grad_x(tg_tensor **in) { /* the input gradient: a padded transposed conv */
+  tg_tensor *y = tg_conv2d(in[0], in[1], NULL, NULL, NULL, NULL, 1), *x = NULL;
+  tg_tensor *loss = tg_sum(tg_mul(y, in[2]), NULL, 0, false);
+  if (tg_gradient(loss, &in[0], 1, &x) < 0) return NULL;
+  return x;
+}
+
 #define S1(a) {a}
 static const opt_case cases[] = {
     {"matmul_7x129x16", b_matmul, 2, TG_FLOAT32, {2, 2}, {{7, 129}, {129, 16}}},
@@ -78,6 +86,9 @@ static const opt_case cases[] = {
     {"conv2d_grad_w", b_conv_grad_w, 3, TG_FLOAT32, {4, 4, 4}, {{2, 3, 7, 7}, {4, 3, 3, 3}, {2, 4, 5, 5}}},
     {"max_11", b_max1, 1, TG_FLOAT32, {2}, {{5, 11}}},
     {"sum_11", b_sum1, 1, TG_FLOAT32, {2}, {{4, 11}}},
+    /* the demo's conv shapes, small: odd 6x6 outputs (padded lanes), a padded input gradient */
+    {"conv2d_6x6", b_conv_valid, 2, TG_FLOAT32, {4, 4}, {{2, 4, 8, 8}, {6, 4, 3, 3}}},
+    {"conv2d_grad_x", b_conv_grad_x, 3, TG_FLOAT32, {4, 4, 4}, {{2, 3, 10, 10}, {4, 3, 3, 3}, {2, 4, 8, 8}}},
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 
@@ -432,15 +443,22 @@ static tg_tensor *ones_buffer(const int64_t *shape, int nd) {
 TEST(opt_heuristics_vectorize_tile_and_thread) {
   tg_scope *s = tg_scope_begin();
   inspect_ctx c = {{0}, NULL, 0, 0};
+  /* lanes fill one vector register of this CPU: 16 floats with AVX-512, 8 with AVX2 */
+  int w = cpu_vector_bytes() / 4 > 16 ? 16 : cpu_vector_bytes() / 4;
+  char upcast[32], vec[32], aligned[48], last[16];
+  snprintf(upcast, sizeof upcast, "UPCAST(1,%d)", w);
+  snprintf(vec, sizeof vec, "tg_f32x%d v", w);
+  snprintf(aligned, sizeof aligned, "*(const tg_f32x%da *)", w);
+  snprintf(last, sizeof last, "[%d]);\n", w - 1);
   tg_tensor *mm[2] = {ones_buffer((int64_t[]){256, 128}, 2), ones_buffer((int64_t[]){128, 256}, 2)};
   heuristics_of(b_matmul, mm, &c);
-  CHECK(strstr(c.opts, "UPCAST(1,16)") && c.src && strstr(c.src, "tg_f32x16 v"));
-  CHECK(c.src && strstr(c.src, "*(const tg_f32x16a *)")); /* aligned vector loads of B */
+  CHECK(strstr(c.opts, upcast) && c.src && strstr(c.src, vec));
+  CHECK(c.src && strstr(c.src, aligned)); /* aligned vector loads of B */
   if (threadpool_size() > 1) CHECK(strstr(c.opts, "THREAD") && c.parallel > 1);
   /* a sum over the contiguous axis: vector partial sums and a horizontal combine */
   tg_tensor *x = ones_buffer((int64_t[]){64, 1024}, 2);
   heuristics_of(b_sum1, &x, &c);
-  CHECK(strstr(c.opts, "UNROLL") && c.src && strstr(c.src, "[15]);\n"));
+  CHECK(strstr(c.opts, "UNROLL") && c.src && strstr(c.src, last));
   /* a full reduction: split over the threads, combined by a second stage */
   tg_tensor *big = ones_buffer((int64_t[]){1 << 18}, 1);
   heuristics_of(b_sum_all, &big, &c);
@@ -448,7 +466,32 @@ TEST(opt_heuristics_vectorize_tile_and_thread) {
   /* a small elementwise kernel: vectors, no threads */
   tg_tensor *pair[2] = {ones_buffer((int64_t[]){4, 32}, 2), ones_buffer((int64_t[]){4, 32}, 2)};
   heuristics_of(b_bcast, pair, &c);
-  CHECK(!strcmp(c.opts, "UPCAST(1,16)") && c.parallel == 1);
+  CHECK(!strcmp(c.opts, upcast) && c.parallel == 1);
+  free(c.src);
+  tg_scope_end(s);
+}
+
+/* Conv-shaped reductions: odd rows (6) are padded to whole vectors of this CPU's width, the
+ * padded lanes load without a bounds check (buffers have slack), and the register tile takes
+ * the dims that save the most loads (a weight gradient tiles its output channels: x is
+ * reused along them, while gy is reused along cin, kh, kw). */
+TEST(opt_heuristics_conv_shapes) {
+  tg_scope *s = tg_scope_begin();
+  inspect_ctx c = {{0}, NULL, 0, 0};
+  int w = cpu_vector_bytes() / 4 > 16 ? 16 : cpu_vector_bytes() / 4;
+  char pad[32], lanes[32];
+  tg_tensor *in[3] = {ones_buffer((int64_t[]){2, 16, 8, 8}, 4), ones_buffer((int64_t[]){16, 16, 3, 3}, 4),
+                      ones_buffer((int64_t[]){2, 16, 6, 6}, 4)};
+  heuristics_of(b_conv_valid, in, &c); /* axes: n, cout, oh, ow | cin, kh, kw */
+  snprintf(pad, sizeof pad, "PADTO(3,%d)", w);
+  snprintf(lanes, sizeof lanes, "UPCAST(3,%d)", w);
+  if (2 * 6 > w) { /* rows of 6 fill more than half a vector (AVX2: 8 lanes) */
+    CHECK(strstr(c.opts, pad) && strstr(c.opts, lanes));
+    CHECK(c.src && !strstr(c.src, ">= 0 &&")); /* padded lanes: no bounds check per load */
+  }
+  CHECK(strstr(c.opts, "UPCAST(1,")); /* output channels share each loaded row */
+  heuristics_of(b_conv_grad_w, in, &c); /* axes: cout, cin, kh, kw | n, oh, ow */
+  CHECK(strstr(c.opts, "UPCAST(0,"));
   free(c.src);
   tg_scope_end(s);
 }

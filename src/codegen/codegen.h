@@ -186,6 +186,17 @@ int cpu_compile(const char *src, const char *const *names, int n, void **fns);
 void cpu_cache_dir(char *buf, size_t n);
 /* What a kernel's speed depends on: compiler, flags, threads (keys BEAM's cache). */
 const char *cpu_device_name(void);
+/* Bytes in one vector register of this CPU (64 with AVX-512, 32 with AVX, else 16) and the
+ * number of vector registers: what the lane width and the register tile are sized for.
+ * VECTOR_BYTES=n overrides the width (experiments). */
+int cpu_vector_bytes(void);
+/* Readable bytes past the end of every buffer a kernel gets (buffers, BEAM and GROUP
+ * scratch): 16 lanes of 8 bytes. A vector load whose first lane is in bounds stays inside
+ * the allocation, so lowering needs no bounds check for lanes past a padded dim's end. */
+#define BUFFER_SLACK 128
+/* Free the blocks cached for reuse by freed buffers (src/device/buffer.c; also at exit). */
+void buffer_cache_clear(void);
+int cpu_vector_registers(void);
 
 /* BEAM search (search.c): the best shape state for an AST, found by timing candidate action
  * sequences (beam of the given width) on scratch buffers; cached on disk by AST + device.

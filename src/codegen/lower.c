@@ -414,8 +414,11 @@ static bool vector_dtype(tg_dtype dt) { return dt != TG_BOOL && !dtype_is_half(d
 /* LOAD/STORE(g, base + lane, …) → LOAD/STORE(g, base, …) with arg [lanes, aligned, checked].
  * A checked load (its mask differs per lane, or its lanes run through a padded dim's clamp)
  * reads the whole vector only when it lies inside the buffer (DEFINE_GLOBAL arg[1] elements),
- * keeping the valid lanes, and otherwise gathers lane by lane from its full index, its last
- * source. A store gated per lane is one vector store when every lane is on, else lane by lane. */
+ * keeping the valid lanes, and otherwise reads lane k at base + k clamped into the buffer.
+ * That is exact for every lane that matters: a lane the clamp changes is a padded position,
+ * whose value is never stored (UPCAST) or is left out of the final combine (UNROLL), so no
+ * per-lane index vector is needed (64-bit index lanes cost two registers per 4 lanes).
+ * A store gated per lane is one vector store when every lane is on, else lane by lane. */
 static uop *vector_access(void *ctx, uop *u, uop **cap) {
   (void)cap;
   lower_ctx *c = ctx;
@@ -428,13 +431,12 @@ static uop *vector_access(void *ctx, uop *u, uop **cap) {
   bool aligned, clamped;
   if (!lane_contiguous(c, u->src[1], &base, &aligned, &clamped)) return NULL;
   if (clamped && store) return NULL;
-  bool checked = lane_mask || clamped, full_index = checked && !store;
-  uop *src[5];
+  bool checked = lane_mask || clamped;
+  uop *src[4];
   memcpy(src, u->src, sizeof(uop *) * (size_t)u->nsrc);
   src[1] = base;
-  if (full_index) src[u->nsrc] = u->src[1];
   int64_t arg[3] = {c->lanes, aligned, checked};
-  return uop_new(u->op, u->dtype, src, u->nsrc + full_index, arg, 3);
+  return uop_new(u->op, u->dtype, src, u->nsrc, arg, 3);
 }
 
 static const rule vector_rule_list[] = {
@@ -453,7 +455,8 @@ int uop_lanes(ptrmap *memo, uop *u) {
   else if ((u->op == OP_LOAD || u->op == OP_STORE) && u->narg) lanes = (int)u->arg[0];
   if (u->op == OP_REDUCE) {
     bool over_lane = false;
-    for (int i = reduce_nbody(u); i < u->nsrc; i++) over_lane |= u->src[i]->arg[1] == RANGE_LANE;
+    for (int i = reduce_nbody(u); i < u->nsrc; i++) /* a size-1 range folds to a constant */
+      over_lane |= u->src[i]->op == OP_RANGE && u->src[i]->arg[1] == RANGE_LANE;
     for (int i = 0; i < reduce_nbody(u) && !over_lane; i++) {
       int l = uop_lanes(memo, u->src[i]);
       if (l > lanes) lanes = l;

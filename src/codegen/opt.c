@@ -310,11 +310,13 @@ static bool broadcast_along(const kaccess *acc, int na, int d) {
   return false;
 }
 
-/* Pad dim d up to full vectors when it is not a multiple of 4 (masked lanes cost less than
- * scalar code when each output does a reduction's worth of work). */
+/* Pad dim d up to full vectors when more than half a vector would be used (conv rows of 6,
+ * 10, 20, 24): masked lanes cost less than narrower vectors or scalar code when each output
+ * does a reduction's worth of work (20 in vectors of 8 wastes 4 of 24 lanes; in vectors of 4
+ * it takes 5 instructions instead of 3). */
 static void pad_for_lanes(kshape *ks, int d, axis_kind k, int width) {
   int64_t n = ks->size[d];
-  if (n >= 8 && n % 4 && n < 64 * width) try_apply(ks, OPT_PADTO, find_axis(ks, d, k), n >= width ? width : 8);
+  if (n % width && 2 * n > width && n < 64 * width) try_apply(ks, OPT_PADTO, find_axis(ks, d, k), width);
 }
 
 static int lanes_on(kshape *ks, int d, opt_kind op, axis_kind k, int width) {
@@ -323,44 +325,121 @@ static int lanes_on(kshape *ks, int d, opt_kind op, axis_kind k, int width) {
   return -1;
 }
 
-/* Vector lanes: the contiguous output dim if the loads allow; for a reduction else a
- * contiguous reduce dim, else another output dim (its stores go lane by lane). */
+/* The fraction of vector lanes doing useful work when dim n is vectorized at `width`:
+ * padded up to full vectors (pad_for_lanes), else the widest power of two dividing it. */
+static double lane_use(int64_t n, int width, bool pad) {
+  if (n % width == 0) return 1;
+  if (pad && 2 * n > width && n < 64 * width) return (double)n / (double)((n + width - 1) / width * width);
+  int w = width;
+  while (w >= 2 && n % w) w /= 2;
+  return w >= 2 ? (double)w / width : 0;
+}
+
+/* A contiguous reduce dim worth unrolling into lanes, the innermost first, or -1. */
+static int reduce_lane_dim(const kshape *ks, const kaccess *acc, int na, int width) {
+  bool contiguous;
+  for (int d = ks->nout + ks->nred - 1; d >= ks->nout; d--)
+    if (2 * ks->size[d] > width && lane_friendly(acc, na, d, &contiguous) && contiguous) return d;
+  return -1;
+}
+
+/* A reduce dim is padded for lanes only when it then is exactly one vector: the padded lanes
+ * accumulate apart and the final combine skips them. Padded further (20 → 24 in vectors of 8),
+ * every product needs a WHERE, which also breaks the multiply-add into three ops. */
+static bool pad_reduce_ok(int64_t n, int width) { return n < width; }
+
+/* Vector lanes: the last output dim of size > 1 (convs keep size-1 dims for the reduced
+ * axes) if the loads allow; for a reduction, a contiguous reduce dim instead when it fills
+ * the lanes better (a weight gradient: kw = 5 of 8 lanes, ow = 20 of 24); else another
+ * output dim (its stores go lane by lane). */
 static int choose_lanes(kshape *ks, const kaccess *acc, int na, int width) {
   bool contiguous, reduce = ks->nred > 0;
   int last = ks->nout - 1;
-  if (last >= 0 && ks->size[last] > 1 && lane_friendly(acc, na, last, &contiguous)) {
+  while (last >= 0 && ks->size[last] == 1) last--;
+  int rd = reduce ? reduce_lane_dim(ks, acc, na, width) : -1;
+  bool out_ok = last >= 0 && lane_friendly(acc, na, last, &contiguous);
+  bool rpad = rd >= 0 && pad_reduce_ok(ks->size[rd], width);
+  if (out_ok && (rd < 0 || lane_use(ks->size[last], width, reduce) >= lane_use(ks->size[rd], width, rpad))) {
     if (reduce) pad_for_lanes(ks, last, AX_GLOBAL, width);
     if (lanes_on(ks, last, OPT_UPCAST, AX_GLOBAL, width) >= 0) return last;
   }
   if (!reduce) return -1;
-  for (int d = ks->nout + ks->nred - 1; d >= ks->nout; d--) {
-    if (ks->size[d] < 8 || !lane_friendly(acc, na, d, &contiguous) || !contiguous) continue;
-    pad_for_lanes(ks, d, AX_REDUCE, width);
-    if (lanes_on(ks, d, OPT_UNROLL, AX_REDUCE, width) >= 0) return d;
+  if (rd >= 0) {
+    if (rpad) pad_for_lanes(ks, rd, AX_REDUCE, width);
+    if (lanes_on(ks, rd, OPT_UNROLL, AX_REDUCE, width) >= 0) return rd;
   }
   for (int d = last - 1; d >= 0; d--) {
-    if (ks->size[d] < 8 || !lane_friendly(acc, na, d, &contiguous) || !contiguous) continue;
+    if (2 * ks->size[d] <= width || !lane_friendly(acc, na, d, &contiguous) || !contiguous) continue;
     pad_for_lanes(ks, d, AX_GLOBAL, width);
     if (lanes_on(ks, d, OPT_UPCAST, AX_GLOBAL, width) >= 0) return d;
   }
   return -1;
 }
 
-/* Register tile: upcast output dims along which some input is reused (broadcast), up to
- * `budget` accumulators; the lane dim last (a second vector per row). Small dims go whole. */
+/* Register tile: the upcasts of output dims (some input broadcast along them, so a loaded
+ * value serves several accumulators) that minimize loads per multiply-add within `budget`
+ * accumulators. A conv weight gradient has x reused along cout and gy along cin, kh, kw:
+ * kh 5 x cout 2 loads 5 + 2 vectors per 10 accumulators, kh 5 x cin 2 loads 11. Searched
+ * exhaustively over small amounts (few dims); the lane dim may add a second vector. */
+enum { TILE_DIMS = 4, TILE_CHOICES = 6 };
+
+typedef struct tile_dim {
+  int dim;
+  int64_t opts[TILE_CHOICES];
+  int nopts;
+} tile_dim;
+
+/* Loads per reduce step for a tile of n[i] along tile dims td[i] (loads moving with the
+ * reduction only: the others are hoisted out of the loop). */
+static int64_t tile_loads(const kshape *ks, const kaccess *acc, int na, const tile_dim *td, const int64_t *n, int nt) {
+  int64_t loads = 0;
+  for (int i = 0; i < na; i++) {
+    if (acc[i].store) continue;
+    bool moves = false;
+    for (int d = ks->nout; d < ks->nout + ks->nred; d++) moves |= acc[i].coef[d] != 0;
+    if (!moves) continue;
+    int64_t copies = 1;
+    for (int t = 0; t < nt; t++)
+      if (acc[i].coef[td[t].dim] != 0) copies *= n[t];
+    loads += copies;
+  }
+  return loads;
+}
+
+/* Candidate tile dims, innermost first: amounts 1 (not tiled) and the small divisors. */
+static int tile_candidates(const kshape *ks, const kaccess *acc, int na, int lane_dim, tile_dim *td) {
+  static const int64_t amounts[] = {8, 6, 5, 4, 3, 2};
+  int nt = 0;
+  for (int d = ks->nout - 1; d >= 0 && nt < TILE_DIMS; d--) {
+    int a = find_axis(ks, d, AX_GLOBAL);
+    if (a < 0 || !broadcast_along(acc, na, d)) continue;
+    tile_dim t = {d, {1}, 1};
+    for (size_t i = 0; i < sizeof amounts / sizeof *amounts && t.nopts < TILE_CHOICES; i++)
+      if (ks->ax[a].size % amounts[i] == 0 && (d != lane_dim || amounts[i] <= 2)) t.opts[t.nopts++] = amounts[i];
+    if (t.nopts > 1) td[nt++] = t;
+  }
+  return nt;
+}
+
 static void register_tile(kshape *ks, const kaccess *acc, int na, int lane_dim, int64_t budget) {
-  for (int pass = 0; pass < 2; pass++) {
-    for (int d = ks->nout - 1; d >= 0 && budget > 1; d--) {
-      if ((d == lane_dim) != (pass == 1) || !broadcast_along(acc, na, d)) continue;
-      int a = find_axis(ks, d, AX_GLOBAL);
-      int64_t amounts[4] = {a >= 0 && ks->ax[a].size <= 8 ? ks->ax[a].size : 8, 8, 4, 2};
-      for (size_t i = 0; i < 4; i++) {
-        int64_t n = amounts[i] > budget ? 0 : amounts[i];
-        if (pass == 1 && n > 2) continue;
-        if (n && try_apply(ks, OPT_UPCAST, a, n)) { budget /= n; break; }
-      }
+  tile_dim td[TILE_DIMS];
+  int nt = tile_candidates(ks, acc, na, lane_dim, td), total = 1;
+  for (int t = 0; t < nt; t++) total *= td[t].nopts;
+  int64_t best[TILE_DIMS] = {1, 1, 1, 1}, best_accs = 1;
+  double best_ratio = 1e30;
+  for (int code = 0; code < total; code++) {
+    int64_t n[TILE_DIMS], accs = 1;
+    for (int t = 0, c = code; t < nt; t++, c /= td[t - 1].nopts) n[t] = td[t].opts[c % td[t].nopts], accs *= n[t];
+    if (accs > budget) continue;
+    double ratio = (double)tile_loads(ks, acc, na, td, n, nt) / (double)accs;
+    if (ratio < best_ratio - 1e-9 || (ratio < best_ratio + 1e-9 && accs > best_accs)) {
+      best_ratio = ratio, best_accs = accs;
+      memcpy(best, n, sizeof(int64_t) * (size_t)nt);
     }
   }
+  for (int pass = 0; pass < 2; pass++) /* the lane dim last: its second vector is the inner copy */
+    for (int t = 0; t < nt; t++)
+      if (best[t] > 1 && (td[t].dim == lane_dim) == (pass == 1)) try_apply(ks, OPT_UPCAST, find_axis(ks, td[t].dim, AX_GLOBAL), best[t]);
 }
 
 /* Short reductions (pooling windows, small kernels) are unrolled completely. */
@@ -404,6 +483,13 @@ static void parallelize(kshape *ks, int64_t work) {
     if (try_apply(ks, OPT_GROUPTOP, best, n)) return;
 }
 
+/* Accumulators of a register tile: one vector register each, leaving room for the loaded
+ * row and the broadcasts of a step (16 AVX2 registers: 12; more would spill every step). */
+static int64_t tile_budget(void) {
+  int64_t n = cpu_vector_registers() - 4;
+  return n > 16 ? 16 : n;
+}
+
 void kshape_optimize(kshape *ks, uop *ast) {
   if (tg_getenv_int("NOOPT", 0)) return;
   enum { MAXACC = 64 };
@@ -413,14 +499,15 @@ void kshape_optimize(kshape *ks, uop *ast) {
   size_t widest = 1;
   for (int i = 0; i < na; i++)
     if (tg_dtype_size(acc[i].dtype) > widest) widest = tg_dtype_size(acc[i].dtype);
-  int width = (int)(64 / widest) > 16 ? 16 : (int)(64 / widest);
+  int width = (int)((size_t)cpu_vector_bytes() / widest) > 16 ? 16 : (int)((size_t)cpu_vector_bytes() / widest);
+  if (width < 2) width = 2;
   int64_t work = 1;
   for (int d = 0; d < ks->nout + ks->nred; d++) work *= ks->size[d];
   int lane_dim = choose_lanes(ks, acc, na, width);
   if (ks->nred > 0) {
     unroll_short_reduce(ks);
     int64_t before = copies(ks);
-    register_tile(ks, acc, na, lane_dim, 16);
+    register_tile(ks, acc, na, lane_dim, tile_budget());
     if (copies(ks) == before && lane_dim >= 0 && lane_dim < ks->nout) widen_lanes(ks, lane_dim);
   }
   parallelize(ks, work);

@@ -59,8 +59,8 @@ static int bench_alloc(uop *ast, bench *b) {
   uint64_t state = 0x9e3779b97f4a7c15ull;
   for (int s = 0; s < b->nbufs; s++) {
     size_t bytes = (b->numel[s] * tg_dtype_size(b->dtype[s]) + 63) / 64 * 64;
-    if (!(b->args[s] = aligned_alloc(64, bytes ? bytes : 64))) return TG_ERR_NOMEM;
-    memset(b->args[s], 0, bytes ? bytes : 64);
+    if (!(b->args[s] = aligned_alloc(64, bytes + BUFFER_SLACK))) return TG_ERR_NOMEM;
+    memset(b->args[s], 0, bytes + BUFFER_SLACK);
     for (size_t i = 0; s > 0 && i < b->numel[s]; i++) {
       state = state * 6364136223846793005ull + 1442695040888963407ull;
       double v = (double)(state >> 40) / (double)(1ull << 24); /* [0, 1) */

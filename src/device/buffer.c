@@ -1,8 +1,20 @@
 /* buffer.c — CPU buffers. A BUFFER UOp owns its memory: arg[0] is the address of a
- * struct cpu_buffer, arg[1..] the shape. The memory is freed when the UOp dies. */
+ * struct cpu_buffer, arg[1..] the shape. The memory is freed when the UOp dies.
+ *
+ * Freed memory goes to a cache keyed by its (64-byte rounded) size, like tinygrad's LRU
+ * allocator: a training step allocates the same activations and gradients every step, and
+ * taking them from fresh pages cost ~10% of the step in page faults and zeroing. Cached
+ * blocks are not zeroed again: every kernel writes all of its output, and tg_empty promises
+ * uninitialized memory. The cache holds at most TG_BUFFER_CACHE_MB (default 1024) MiB, the
+ * oldest blocks going first, and is emptied at exit (LeakSanitizer) or by buffer_cache_clear.
+ *
+ * Every buffer has BUFFER_SLACK readable bytes past its end (codegen.h): a vector load whose
+ * first lane is in bounds never faults, so loads through a padded dim need no bounds check. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "codegen/codegen.h"
 #include "tensor/tensor.h"
 
 typedef struct cpu_buffer {
@@ -13,18 +25,75 @@ typedef struct cpu_buffer {
 uint64_t tg_buffers_alive, tg_bytes_alive;
 static uint64_t buffer_serial;
 
+/* ---------------------------------------------------------------- the free-block cache */
+
+enum { CACHE_SLOTS = 512 };
+
+typedef struct cached_block {
+  void *data;
+  size_t alloc; /* rounded size: the key */
+} cached_block;
+
+static struct {
+  pthread_mutex_t lock;
+  cached_block block[CACHE_SLOTS]; /* oldest first */
+  int n;
+  size_t bytes, limit;
+  bool exit_hook;
+} cache = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+void buffer_cache_clear(void) {
+  pthread_mutex_lock(&cache.lock);
+  for (int i = 0; i < cache.n; i++) free(cache.block[i].data);
+  cache.n = 0, cache.bytes = 0;
+  pthread_mutex_unlock(&cache.lock);
+}
+
+/* A cached block of exactly `alloc` bytes (the newest: warmest in cache), or NULL. */
+static void *cache_take(size_t alloc) {
+  void *data = NULL;
+  pthread_mutex_lock(&cache.lock);
+  for (int i = cache.n - 1; i >= 0; i--) {
+    if (cache.block[i].alloc != alloc) continue;
+    data = cache.block[i].data;
+    memmove(cache.block + i, cache.block + i + 1, sizeof(cached_block) * (size_t)(cache.n - i - 1));
+    cache.n--, cache.bytes -= alloc;
+    break;
+  }
+  pthread_mutex_unlock(&cache.lock);
+  return data;
+}
+
+/* Keep a freed block, evicting the oldest to stay under the limit; false: free it instead. */
+static bool cache_put(void *data, size_t alloc) {
+  pthread_mutex_lock(&cache.lock);
+  if (!cache.limit) cache.limit = (size_t)tg_getenv_int("TG_BUFFER_CACHE_MB", 1024) << 20;
+  if (!cache.exit_hook) cache.exit_hook = atexit(buffer_cache_clear) == 0;
+  bool keep = cache.exit_hook && alloc <= cache.limit;
+  while (keep && cache.n && (cache.n == CACHE_SLOTS || cache.bytes + alloc > cache.limit)) {
+    free(cache.block[0].data);
+    cache.bytes -= cache.block[0].alloc;
+    memmove(cache.block, cache.block + 1, sizeof(cached_block) * (size_t)--cache.n);
+  }
+  if (keep) cache.block[cache.n++] = (cached_block){data, alloc}, cache.bytes += alloc;
+  pthread_mutex_unlock(&cache.lock);
+  return keep;
+}
+
+/* ---------------------------------------------------------------- buffers */
+
 uop *buffer_new(tg_dtype dt, const int64_t *shape, int nd) {
   int64_t numel = shape_numel(shape, nd);
   size_t nbytes = (size_t)numel * tg_dtype_size(dt);
-  size_t alloc = (nbytes + 63) / 64 * 64; /* 64-byte aligned, rounded for aligned_alloc */
+  size_t alloc = (nbytes + 63) / 64 * 64 + BUFFER_SLACK; /* 64-byte aligned, rounded for aligned_alloc */
   cpu_buffer *b = malloc(sizeof *b);
-  void *data = aligned_alloc(64, alloc ? alloc : 64);
+  void *data = cache_take(alloc);
+  if (!data && (data = aligned_alloc(64, alloc))) memset(data, 0, alloc);
   if (!b || !data) {
     free(b), free(data);
     tg_set_error(TG_ERR_NOMEM, "out of memory allocating %zu bytes", nbytes);
     return NULL;
   }
-  memset(data, 0, alloc ? alloc : 64);
   b->data = data, b->nbytes = nbytes;
   int64_t arg[TG_MAX_DIMS + 2];
   arg[0] = (int64_t)(intptr_t)b;
@@ -40,6 +109,6 @@ void *buffer_data(uop *buf) { return ((cpu_buffer *)(intptr_t)buf->arg[0])->data
 void buffer_release_hook(uop *u) {
   cpu_buffer *b = (cpu_buffer *)(intptr_t)u->arg[0];
   tg_buffers_alive--, tg_bytes_alive -= b->nbytes;
-  free(b->data);
+  if (!cache_put(b->data, (b->nbytes + 63) / 64 * 64 + BUFFER_SLACK)) free(b->data);
   free(b);
 }

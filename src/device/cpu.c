@@ -18,7 +18,27 @@
 /* -fno-tree-slp-vectorize: GCC 12 miscompiles lane-by-lane code on vector types under SLP
  * (a comparison stored into a vector lane and converted reads back as -1); kernels carry
  * their own vector code. */
-#define CPU_FLAGS "-O2 -march=native -fwrapv -fno-math-errno -fno-tree-slp-vectorize -fPIC -shared"
+#define CPU_BASE_FLAGS "-O2 -march=native -fwrapv -fno-math-errno -fno-tree-slp-vectorize -fPIC -shared"
+
+/* The compiler flags: -march=native plus the AVX-512 subsets this CPU has. A compiler older
+ * than the CPU does not know it (GCC 12.2 takes Zen 5 for znver3, AVX-512 off), and then a
+ * 16-lane float vector is split into two AVX2 halves: twice the registers, a register tile of
+ * 16 accumulators spills on every step (conv and matmul kernels ran 2-10x slower). */
+static const char *cpu_flags(void) {
+  static char flags[256];
+  if (flags[0]) return flags;
+  size_t n = (size_t)snprintf(flags, sizeof flags, "%s", CPU_BASE_FLAGS);
+#if defined(__x86_64__) && defined(__GNUC__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f")) n += (size_t)snprintf(flags + n, sizeof flags - n, " -mavx512f");
+  if (__builtin_cpu_supports("avx512vl")) n += (size_t)snprintf(flags + n, sizeof flags - n, " -mavx512vl");
+  if (__builtin_cpu_supports("avx512bw")) n += (size_t)snprintf(flags + n, sizeof flags - n, " -mavx512bw");
+  if (__builtin_cpu_supports("avx512dq")) n += (size_t)snprintf(flags + n, sizeof flags - n, " -mavx512dq");
+  if (__builtin_cpu_supports("avx512cd")) n += (size_t)snprintf(flags + n, sizeof flags - n, " -mavx512cd");
+#endif
+  (void)n;
+  return flags;
+}
 
 static const char *compiler(void) {
   const char *cc = getenv("CC");
@@ -54,7 +74,7 @@ static int run_compiler(const char *src, const char *so_path) {
   fclose(f);
   char tmp_so[1200];
   snprintf(tmp_so, sizeof tmp_so, "%s.%d.tmp", so_path, (int)getpid());
-  snprintf(cmd, sizeof cmd, "%s %s -o '%s' '%s' -lm 2>&1", compiler(), CPU_FLAGS, tmp_so, c_path);
+  snprintf(cmd, sizeof cmd, "%s %s -o '%s' '%s' -lm 2>&1", compiler(), cpu_flags(), tmp_so, c_path);
   FILE *p = popen(cmd, "r");
   if (!p) { unlink(c_path); return tg_set_error(TG_ERR_COMPILE, "compile: cannot run %s", compiler()); }
   char out[700] = {0};
@@ -72,9 +92,26 @@ static int run_compiler(const char *src, const char *so_path) {
   return 0;
 }
 
+int cpu_vector_bytes(void) {
+  static int bytes;
+  if (bytes) return bytes;
+  bytes = 16;
+#if defined(__x86_64__) && defined(__GNUC__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f")) bytes = 64;
+  else if (__builtin_cpu_supports("avx")) bytes = 32;
+#endif
+  int env = tg_getenv_int("VECTOR_BYTES", 0);
+  if (env == 16 || env == 32 || env == 64) bytes = env;
+  return bytes;
+}
+
+int cpu_vector_registers(void) { return cpu_vector_bytes() == 64 ? 32 : 16; }
+
 const char *cpu_device_name(void) {
-  static char name[256];
-  if (!name[0]) snprintf(name, sizeof name, "cpu %s %s threads=%d", compiler(), CPU_FLAGS, threadpool_size());
+  static char name[512];
+  if (!name[0]) snprintf(name, sizeof name, "cpu %s %s threads=%d vector=%d", compiler(), cpu_flags(), threadpool_size(),
+                           cpu_vector_bytes());
   return name;
 }
 
@@ -83,7 +120,7 @@ int cpu_compile(const char *src, const char *const *names, int n, void **fns) {
   bool disk = tg_getenv_int("CACHELEVEL", 1) > 0;
   uint64_t h1 = hash_bytes(src, strlen(src), 1), h2 = hash_bytes(src, strlen(src), 2);
   h1 = hash_mix(h1, hash_bytes(compiler(), strlen(compiler()), 3));
-  h2 = hash_mix(h2, hash_bytes(CPU_FLAGS, strlen(CPU_FLAGS), 4));
+  h2 = hash_mix(h2, hash_bytes(cpu_flags(), strlen(cpu_flags()), 4));
   if (disk) cpu_cache_dir(dir, sizeof dir);
   else snprintf(dir, sizeof dir, "%s", P_tmpdir);
   if (mkdirs(dir) < 0) return tg_set_error(TG_ERR_COMPILE, "compile: cannot create cache directory %s", dir);
@@ -283,7 +320,7 @@ int program_exec(program *p, void **args) {
   memcpy(all, args, sizeof(void *) * (size_t)n);
   void *scratch = NULL;
   if (p->scratch_bytes) {
-    scratch = aligned_alloc(64, (p->scratch_bytes + 63) / 64 * 64);
+    scratch = aligned_alloc(64, (p->scratch_bytes + 63) / 64 * 64 + BUFFER_SLACK);
     if (!scratch) return tg_set_error(TG_ERR_NOMEM, "kernel %s: out of memory for %zu bytes of partials", p->info.name, p->scratch_bytes);
     all[n] = scratch;
   }

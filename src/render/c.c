@@ -34,6 +34,7 @@ static const char *PRELUDE =
     "#include <math.h>\n#include <string.h>\n"
     "#define restrict __restrict\n"
     "static const unsigned char tg_ones[16] = {1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1};\n"
+    "static inline long long tg_clampi(long long i,long long last){return i<0?0:i>last?last:i;}\n"
     "static inline unsigned long long tg_ipow(unsigned long long a,long long b,int sgn){"
     "if(b<0)return sgn&&(long long)a==-1?((b&1)?a:1):a==1;unsigned long long r=1;"
     "while(b){if(b&1)r*=a;a*=a;b>>=1;}return r;}\n";
@@ -230,15 +231,16 @@ static const char *load_conv(tg_dtype dt) { return dt == TG_FLOAT16 ? "tg_h2f" :
 static const char *store_conv(tg_dtype dt) { return dt == TG_FLOAT16 ? "tg_f2h" : dt == TG_BFLOAT16 ? "tg_f2b" : ""; }
 
 static bool load_checked(const uop *u) { return u->narg > 2 && u->arg[2]; }
-/* The mask of a LOAD, or NULL (a checked vector load keeps its full index last). */
-static uop *load_mask(const uop *u) { return u->nsrc - 2 - load_checked(u) > 0 ? u->src[2] : NULL; }
+/* The mask of a LOAD, or NULL. */
+static uop *load_mask(const uop *u) { return u->nsrc > 2 ? u->src[2] : NULL; }
 
 /* The scalar expression of a LOAD (for lane >= 0: that lane, of a gather or of a vector load). */
 static void load_expr(renderer *r, uop *u, int lane, strbuf *e) {
   const char *g = name_of(r, u->src[0]), *idx = operand(r, u->src[1], lane), *conv = load_conv(u->dtype);
   char at[224];
-  if (u->narg && lane >= 0) {
-    if (load_checked(u)) idx = operand(r, u->src[u->nsrc - 1], lane);
+  if (u->narg && lane >= 0) { /* a checked lane past the buffer is a padded one: any element will do */
+    long long last = (long long)u->src[0]->arg[1] - 1;
+    if (load_checked(u)) snprintf(at, sizeof at, "tg_clampi(%s+%d, %lldLL)", idx, lane, last), idx = at;
     else snprintf(at, sizeof at, "%s+%d", idx, lane), idx = at;
   }
   uop *m = load_mask(u);
@@ -281,6 +283,13 @@ static bool vector_load(renderer *r, uop *u, int w, strbuf *e) {
     return true;
   }
   if (m && lanes_of(r, m) && !fast_dtype(dt)) return false;
+  if ((!m || !lanes_of(r, m)) && (size_t)w * tg_dtype_size(dt) <= BUFFER_SLACK) {
+    /* checked only for a padded dim's clamp: lane 0 is a real element (>= 0, in bounds) and
+     * the buffer's slack covers the rest; the padded lanes' values are never used */
+    if (m) sb_printf(e, "(%s ? %s : (%s){})", name_of(r, m), load, vt);
+    else sb_printf(e, "%s", load);
+    return true;
+  }
   sb_printf(e, "((%s >= 0 && %s <= %lldLL) ? ", base, base, (long long)(u->src[0]->arg[1] - w));
   if (!m) sb_printf(e, "%s", load);
   else if (!lanes_of(r, m)) sb_printf(e, "(%s ? %s : (%s){})", name_of(r, m), load, vt);
