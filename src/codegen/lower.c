@@ -488,8 +488,8 @@ static void kernel_facts(uop *ast, kernel_info *info) {
   }
   free(order);
   int len = snprintf(info->name, sizeof info->name, "%s", reduce ? "r" : "E");
-  for (int i = 0; i < ast->narg && len < (int)sizeof info->name - 24; i++)
-    len += snprintf(info->name + len, sizeof info->name - (size_t)len, "_%lld", (long long)ast->arg[i]);
+  for (int i = 0; i < ast->narg && len < (int)sizeof info->name - 24; i++) /* size-1 dims say nothing */
+    if (ast->arg[i] != 1) len += snprintf(info->name + len, sizeof info->name - (size_t)len, "_%lld", (long long)ast->arg[i]);
   snprintf(info->name + len, sizeof info->name - (size_t)len, "_%04llx", (unsigned long long)(ast->hash & 0xffff));
 }
 

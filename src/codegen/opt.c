@@ -467,14 +467,42 @@ static int64_t copies(const kshape *ks) {
   return n;
 }
 
-/* Parallel axis: the outermost output loop big enough, else split the reduction. */
-static void parallelize(kshape *ks, int64_t work) {
+/* The output dim to keep inside the others (just outside the reduction loops): one along
+ * which the input with the largest block per register tile (its elements over the reduction,
+ * times the tile's copies) does not move, so that block stays in cache while the tiles walk
+ * that dim; -1 for none. Only a block that fits in L2 counts. sgemm 2048 on a packed B: rows
+ * inside 101 GFLOPS, panels 56. */
+enum { CACHED_BLOCK = 512 << 10 }; /* half the L2 of this Zen core */
+
+static int inner_dim(const kshape *ks, const kaccess *acc, int na) {
+  double biggest = 0;
+  int best = -1;
+  for (int i = 0; i < na; i++) {
+    if (acc[i].store) continue;
+    double block = 1;
+    for (int d = ks->nout; d < ks->nout + ks->nred; d++)
+      if (acc[i].coef[d]) block *= (double)ks->size[d];
+    for (int a = 0; a < ks->nax; a++)
+      if (ks->ax[a].kind == AX_UPCAST && acc[i].coef[ks->ax[a].dim]) block *= (double)ks->ax[a].size;
+    if (block <= biggest || block == 1 || block * (double)tg_dtype_size(acc[i].dtype) > CACHED_BLOCK) continue;
+    for (int a = ks->nax - 1; a >= 0; a--)
+      if (ks->ax[a].kind == AX_GLOBAL && !acc[i].coef[ks->ax[a].dim]) { biggest = block, best = ks->ax[a].dim; break; }
+  }
+  return best;
+}
+
+/* Parallel axis: the outermost output loop big enough (not the dim to keep inside if another
+ * will do), else split the reduction. */
+static void parallelize(kshape *ks, int64_t work, int inner) {
   int threads = threadpool_size();
   if (threads < 2 || work < (1 << 16)) return;
-  for (int i = 0; i < ks->nax; i++) {
-    if (ks->ax[i].kind != AX_GLOBAL || ks->ax[i].size < threads) continue;
-    if (try_apply(ks, OPT_THREAD, i, ks->ax[i].size)) return;
-  }
+  for (int pass = 0; pass < 2; pass++)
+    for (int i = 0; i < ks->nax; i++) {
+      int64_t n = ks->ax[i].size;
+      if (ks->ax[i].kind != AX_GLOBAL || n < threads) continue;
+      if (pass == 0 && (ks->ax[i].dim == inner || (n % threads && n < 8 * threads))) continue; /* balanced */
+      if (try_apply(ks, OPT_THREAD, i, ks->ax[i].size)) return;
+    }
   if (!ks->group_ok) return;
   int best = -1;
   for (int i = 0; i < ks->nax; i++)
@@ -510,6 +538,6 @@ void kshape_optimize(kshape *ks, uop *ast) {
     register_tile(ks, acc, na, lane_dim, tile_budget());
     if (copies(ks) == before && lane_dim >= 0 && lane_dim < ks->nout) widen_lanes(ks, lane_dim);
   }
-  parallelize(ks, work);
+  parallelize(ks, work, ks->nred > 0 ? inner_dim(ks, acc, na) : -1);
   free(acc);
 }

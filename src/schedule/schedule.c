@@ -166,6 +166,10 @@ static uop *kernel_ast(kctx *k, uop *root) {
   if (!to_param(k, out)) return NULL; /* slot 0 */
   k->root = root;
   uop *expr = root->op == OP_CONTIGUOUS ? root->src[0] : root;
+  /* A reshape leaves the flat order alone: a kernel ending in one computes the shape under it
+   * (a reduction's own dims, which the optimizer tiles) and stores the same flat elements. */
+  while (expr->op == OP_RESHAPE && expr->src[0]->op == OP_RESHAPE) expr = expr->src[0];
+  if (expr->op == OP_RESHAPE && expr->src[0]->op == OP_REDUCE_AXIS && !is_root(k->s, expr->src[0])) expr = expr->src[0];
   uop *src[8];
   int n = expr->nsrc;
   if (n > 8) return NULL;
@@ -173,7 +177,7 @@ static uop *kernel_ast(kctx *k, uop *root) {
     if (!(src[i] = graph_rewrite_ex(expr->src[i], rules, k, true))) return NULL;
   if (expr->op == OP_BUFFER || (expr != root && is_root(k->s, expr))) expr = param_rule(k, expr, NULL);
   else if (n) expr = uop_replace_src(expr, src, n);
-  return uop_new(OP_SINK, root->dtype, &expr, 1, uop_shape(root), uop_ndim(root));
+  return uop_new(OP_SINK, root->dtype, &expr, 1, uop_shape(expr), uop_ndim(expr));
 }
 
 /* ---- realized substitution */
