@@ -355,22 +355,6 @@ static bool uses_lane(lower_ctx *c, uop *u) {
   return r;
 }
 
-/* Flatten an index sum into terms coef * base plus a constant. */
-typedef struct term {
-  int64_t coef;
-  uop *base;
-} term;
-
-static int flatten(uop *u, int64_t mul, term *t, int n, int cap, int64_t *k) {
-  if (n < 0) return n;
-  if (u->op == OP_ADD) return flatten(u->src[1], mul, t, flatten(u->src[0], mul, t, n, cap, k), cap, k);
-  if (u->op == OP_CONST) { *k += mul * u->arg[0]; return n; }
-  if (u->op == OP_MUL && u->src[1]->op == OP_CONST) return flatten(u->src[0], mul * u->src[1]->arg[0], t, n, cap, k);
-  if (n == cap) return -1;
-  t[n].coef = mul, t[n].base = u;
-  return n + 1;
-}
-
 static bool lane_contiguous(lower_ctx *c, uop *idx, uop **base, bool *aligned, bool *clamped);
 
 /* A padded dim's clamp k - max(k - e, 0) of a contiguous e: its lanes run on (past k: don't
@@ -389,7 +373,7 @@ static bool clamped_lane(lower_ctx *c, uop *u, uop **base, bool *aligned) {
 static bool lane_contiguous(lower_ctx *c, uop *idx, uop **base, bool *aligned, bool *clamped) {
   term t[64];
   int64_t k = 0;
-  int n = flatten(idx, 1, t, 0, 64, &k), at = -1;
+  int n = index_terms(idx, 1, t, 0, 64, &k), at = -1;
   if (n < 0) return false;
   *aligned = k % c->lanes == 0, *clamped = false;
   uop *inner = NULL;
@@ -614,7 +598,7 @@ int kernel_accesses(uop *ast, kaccess *out, int cap) {
     a->dtype = u->op == OP_STORE ? u->src[2]->dtype : u->dtype;
     term t[64];
     int64_t k = 0;
-    int nt = flatten(u->src[1], 1, t, 0, 64, &k);
+    int nt = index_terms(u->src[1], 1, t, 0, 64, &k);
     for (int d = 0; d < ks.nout + ks.nred; d++) {
       if (!range_of[d]) continue;
       lower_ctx probe = {.lane_range = range_of[d]};

@@ -374,14 +374,9 @@ static uop *lt_mul(void *c, uop *u, uop **cap) {
 }
 
 /* ---- sums of terms for div/mod folding */
-typedef struct term {
-  int64_t coef;
-  uop *base;
-} term;
-
-static int flatten(uop *u, int64_t mul, term *t, int n, int cap, int64_t *k) {
+int index_terms(uop *u, int64_t mul, term *t, int n, int cap, int64_t *k) {
   if (n < 0) return n;
-  if (u->op == OP_ADD) return flatten(u->src[1], mul, t, flatten(u->src[0], mul, t, n, cap, k), cap, k);
+  if (u->op == OP_ADD) return index_terms(u->src[1], mul, t, index_terms(u->src[0], mul, t, n, cap, k), cap, k);
   bool ovf = false;
   if (u->op == OP_CONST) {
     *k = sat_add(*k, sat_mul(mul, u->arg[0], &ovf), &ovf);
@@ -389,7 +384,7 @@ static int flatten(uop *u, int64_t mul, term *t, int n, int cap, int64_t *k) {
   }
   if (u->op == OP_MUL && u->src[1]->op == OP_CONST) {
     int64_t m = sat_mul(mul, u->src[1]->arg[0], &ovf);
-    return ovf ? -1 : flatten(u->src[0], m, t, n, cap, k);
+    return ovf ? -1 : index_terms(u->src[0], m, t, n, cap, k);
   }
   if (n == cap) return -1;
   t[n].coef = mul, t[n].base = u;
@@ -419,7 +414,7 @@ static uop *divmod_fold(uop *x, int64_t d, bool is_mod) {
   if (is_mod && uop_vmax(x) < d) return x;
   term t[32], q[33], r[32];
   int64_t k = 0;
-  int n = flatten(x, 1, t, 0, 32, &k), nq = 0, nr = 0;
+  int n = index_terms(x, 1, t, 0, 32, &k), nq = 0, nr = 0;
   if (n < 0) return NULL;
   int64_t g = d;
   for (int i = 0; i < n; i++) { /* a positive coefficient c splits into (c - c % d) + c % d */

@@ -21,4 +21,13 @@ int64_t uop_vmax(uop *u);
 const rule_table *symbolic_rules(void);
 /* Convenience: graph_rewrite(u, symbolic_rules()). */
 uop *uop_simplify(uop *u);
+
+/* An index sum taken apart: terms coef * base (appended to t from t[n]) plus a constant added
+ * to *k, with mul applied to all. Returns the new number of terms, or -1 past cap terms or on
+ * int64 overflow. */
+typedef struct term {
+  int64_t coef;
+  uop *base;
+} term;
+int index_terms(uop *u, int64_t mul, term *t, int n, int cap, int64_t *k);
 #endif
