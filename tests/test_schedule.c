@@ -651,3 +651,23 @@ TEST(sched_large_matmul_packs_right_operand) {
   free(ad), free(wd), free(out), free(ga), free(gw), free(want);
   tg_scope_end(s);
 }
+
+/* 520 columns are not whole panels: w is padded with zero columns, the product stored whole
+ * and the padding cut off (3 kernels: pack, product, the slice's copy when realized). */
+TEST(sched_large_matmul_pads_partial_panel) {
+  tg_scope *s = tg_scope_begin();
+  enum { N = 64, K = 512, M = 520 };
+  float *ad = malloc(sizeof(float) * N * K), *wd = malloc(sizeof(float) * K * M), *out = malloc(sizeof(float) * N * M);
+  double *want = malloc(sizeof(double) * N * M);
+  fill(ad, N * K, 10), fill(wd, K * M, 11);
+  tg_tensor *y = tg_matmul(input(ad, (int64_t[]){N, K}, 2), input(wd, (int64_t[]){K, M}, 2));
+  CHECK(tg_ndim(y) == 2 && tg_dim(y, 0) == N && tg_dim(y, 1) == M);
+  CHECK_KERNELS(y, 3);
+  ref_matmul(ad, wd, want, 1, N, K, M);
+  host(y, out, N * M);
+  int bad = 0;
+  for (int i = 0; i < N * M; i++) bad += !harness_close(out[i], want[i], 1e-3, 1e-5);
+  CHECK(bad == 0);
+  free(ad), free(wd), free(out), free(want);
+  tg_scope_end(s);
+}
