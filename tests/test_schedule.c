@@ -671,3 +671,29 @@ TEST(sched_large_matmul_pads_partial_panel) {
   free(ad), free(wd), free(out), free(want);
   tg_scope_end(s);
 }
+
+/* A costly chain used by a reduction and by its consumer (x - mean(x)) is stored once:
+ * 3 kernels (chain, mean, subtraction). Before the scheduler restarted its pass after
+ * storing a shared node, the chain was cut into one kernel per op near its end (6). */
+TEST(sched_shared_chain_stored_once) {
+  tg_scope *s = tg_scope_begin();
+  enum { R = 8, C = 16 };
+  float xd[R * C], out[R * C];
+  fill(xd, R * C, 12);
+  tg_tensor *x = input(xd, (int64_t[]){R, C}, 2);
+  const int ax[] = {1};
+  for (int i = 0; i < 9; i++) x = i % 2 ? tg_mul_s(x, 1.0 + 0.01 * i) : tg_add_s(x, 0.1 * i);
+  tg_tensor *y = tg_contiguous(tg_sub(x, tg_mean(x, ax, 1, true)));
+  CHECK_KERNELS(y, 3);
+  host(y, out, R * C);
+  for (int r = 0; r < R; r++) {
+    double v[C], mean = 0;
+    for (int c = 0; c < C; c++) {
+      v[c] = xd[r * C + c];
+      for (int i = 0; i < 9; i++) v[c] = i % 2 ? v[c] * (1.0 + 0.01 * i) : v[c] + 0.1 * i;
+      mean += v[c] / C;
+    }
+    for (int c = 0; c < C; c++) CHECK_CLOSE(out[r * C + c], v[c] - mean, 1e-4);
+  }
+  tg_scope_end(s);
+}

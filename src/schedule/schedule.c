@@ -86,6 +86,26 @@ static bool worth_storing(sched *s, uop *u) {
   return c.alu >= RECOMPUTE_LIMIT || c.reduce;
 }
 
+static void forget_below(sched *s, uop *u, ptrmap *seen) {
+  for (int i = 0; i < u->nsrc; i++) {
+    uop *x = u->src[i];
+    if (is_root(s, x) || x->op == OP_BUFFER || ptrmap_has(seen, x)) continue;
+    ptrmap_put(seen, x, x);
+    if (ptrmap_get(&s->reached, x)) ptrmap_put(&s->reached, x, NULL);
+    forget_below(s, x, seen);
+  }
+}
+
+/* u was just stored because two kernels computed it: below u, the kernel that reached a node
+ * first may no longer compute it, so those records are dropped (a record kept would make the
+ * new root look like a second user and cut its chain into one kernel per op). Sharing missed
+ * meanwhile is found by the next pass, which starts from a fresh map. */
+static void forget_reached(sched *s, uop *u) {
+  ptrmap seen = {0};
+  forget_below(s, u, &seen);
+  ptrmap_free(&seen);
+}
+
 /* A root's kernel: everything reachable up to other roots and buffers. clean: the path from
  * the root is elementwise ops and views that neither repeat nor pad (a reduce met this way
  * fuses). expanded: the path passed an EXPAND since the last reduction (values below repeat). */
@@ -108,7 +128,7 @@ static void walk(sched *s, uop *u, bool clean, bool expanded, uop *root) {
     uop *first = ptrmap_get(&s->reached, u);
     bool shared = first && first != root;
     if (!first) ptrmap_put(&s->reached, u, root);
-    if ((expanded || shared) && worth_storing(s, u)) { add_root(s, u); return; }
+    if ((expanded || shared) && worth_storing(s, u)) { add_root(s, u), forget_reached(s, u); return; }
   }
   if (u->op == OP_PAD) clean = false;
   if (u->op == OP_EXPAND && expands(u)) clean = false, expanded = true;
