@@ -214,7 +214,8 @@ static uint64_t kernels_for(tg_tensor *t) {
 
 /* The convolution is one reduction kernel; the bias add and a relu fuse into it. With padding
  * (and conv_transpose2d, which pads its dilated input) the padded input is copied first by a
- * second kernel, so that the window loop reads without bounds masks. */
+ * second kernel, so that the window loop reads without bounds masks; a computed input (relu of
+ * the layer before) is stored by its own kernel rather than recomputed by every tap. */
 TEST(nn_conv2d_one_kernel) {
   tg_scope *s = tg_scope_begin();
   tg_tensor *x = ramp((int64_t[]){2, 3, 10, 10}, 4, 0.1), *w = ramp((int64_t[]){8, 3, 5, 5}, 4, 0.05);
@@ -224,6 +225,7 @@ TEST(nn_conv2d_one_kernel) {
   CHECK(kernels_for(tg_max_pool2d(x, (int[]){2, 2}, NULL, NULL)) == 1);
   CHECK(kernels_for(tg_conv_transpose2d(x, ramp((int64_t[]){3, 4, 3, 3}, 4, 0.1), NULL, (int[]){2, 2}, NULL,
                                         (int[]){1, 1}, NULL, 1)) == 2);
+  CHECK(kernels_for(tg_conv2d(tg_relu(x), w, NULL, NULL, NULL, NULL, 1)) == 2);
   tg_scope_end(s);
 }
 

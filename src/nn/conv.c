@@ -212,10 +212,16 @@ static tg_tensor *conv_graph(tg_tensor *x, tg_tensor *w, const conv_geom *g) {
   bool pads = false;
   for (int j = 0; j < nsp; j++) pads |= g->pad_before[j] > 0 || g->pad_after[j] > 0;
   conv_geom unpadded = *g;
-  if (pads) { /* pad once into a buffer, so that no tap of the window loop needs a bounds mask */
+  /* The input is read once per tap and output channel tile. Padded, it is copied once into a
+   * buffer so that no tap needs a bounds mask; computed (relu of the layer before), it is
+   * stored once instead of being recomputed by every read: in the demo's training step the
+   * conv2 forward went 236 -> 100 ms and its weight gradient 375 -> 198 ms (batch 512). */
+  if (pads) {
     x = tg_contiguous(pad_or_crop(x, g->pad_before, g->pad_after, nsp, 0));
     for (int j = 0; j < nsp; j++) unpadded.pad_before[j] = unpadded.pad_after[j] = 0;
     g = &unpadded;
+  } else if (x->u->op != OP_BUFFER) { /* the same for a computed input (relu of the layer before) */
+    x = tg_contiguous(x);
   }
   int64_t k[TG_MAX_DIMS] = {0}, out[TG_MAX_DIMS], arg[3 + 4 * NSP];
   for (int j = 0; j < nsp; j++) k[j] = tg_dim(w, 2 + j);
