@@ -356,7 +356,7 @@ static tg_tensor *matmul_product(tg_tensor *x, tg_tensor *y, tg_dtype dt) {
   int64_t panels[TG_MAX_DIMS], mp = (m + w - 1) / w * w, zero[TG_MAX_DIMS] = {0}, pad[TG_MAX_DIMS] = {0};
   int order[TG_MAX_DIMS];
   pad[yn - 1] = mp - m; /* zero columns up to whole panels, cut off the result below */
-  if (mp != m) y = tg_pad(y, zero, pad, 0);
+  if (mp != m && !(y = tg_pad(y, zero, pad, 0))) return NULL;
   memcpy(panels, uop_shape(y->u), sizeof(int64_t) * (size_t)yn);
   panels[yn - 1] = mp / w, panels[yn] = w; /* (.., k, m/w, w) */
   for (int i = 0; i <= yn; i++) order[i] = i < yn - 2 ? i : i == yn - 2 ? yn - 1 : i == yn - 1 ? yn - 2 : yn;
