@@ -490,6 +490,9 @@ TEST(opt_heuristics_conv_shapes) {
     CHECK(c.src && !strstr(c.src, ">= 0 &&")); /* padded lanes: no bounds check per load */
   }
   CHECK(strstr(c.opts, "UPCAST(1,")); /* output channels share each loaded row */
+  /* rows tiled (oh) share their input rows with kh: kh becomes the innermost loop (axes of
+   * the reduction: cin, kh, kw → cin, kw, kh) */
+  if (strstr(c.opts, "UPCAST(2,")) CHECK(strstr(c.opts, "SWAP("));
   heuristics_of(b_conv_grad_w, in, &c); /* axes: cout, cin, kh, kw | n, oh, ow */
   CHECK(strstr(c.opts, "UPCAST(0,"));
   free(c.src);
