@@ -326,7 +326,7 @@ tg_tensor *tg_index_select(tg_tensor *t, int axis, tg_tensor *index) {
  * Like BLAS, y is first copied into panels of w columns stored k-major, (.., m/w, k, w), which
  * the register tile then reads as one stream; w is two vector registers, the tile's row width.
  * The copy costs k*m moves against n*k*m multiply-adds; m is padded with zero columns to whole
- * panels and the padding cut off the result. sgemm 2048: 12 → ~95 GFLOPS. */
+ * panels and the padding cut off the result. sgemm 2048: 12 → 89 GFLOPS (docs/performance.md). */
 static int64_t pack_width(int64_t n, int64_t k, int64_t m, int nd, tg_dtype acc) {
   int64_t w = 2 * cpu_vector_bytes() / (int64_t)tg_dtype_size(acc);
   bool big = n >= 32 && k >= 32 && m >= 4 * w && (double)n * (double)k * (double)m >= (double)(1 << 24);
