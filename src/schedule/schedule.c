@@ -188,8 +188,9 @@ static uop *kernel_ast(kctx *k, uop *root) {
   uop *expr = root->op == OP_CONTIGUOUS ? root->src[0] : root;
   /* A reshape leaves the flat order alone: a kernel ending in one computes the shape under it
    * (a reduction's own dims, which the optimizer tiles) and stores the same flat elements. */
-  while (expr->op == OP_RESHAPE && expr->src[0]->op == OP_RESHAPE) expr = expr->src[0];
-  if (expr->op == OP_RESHAPE && expr->src[0]->op == OP_REDUCE_AXIS && !is_root(k->s, expr->src[0])) expr = expr->src[0];
+  uop *under = expr;
+  while (under->op == OP_RESHAPE && !is_root(k->s, under->src[0])) under = under->src[0];
+  if (under->op == OP_REDUCE_AXIS) expr = under;
   uop *src[8];
   int n = expr->nsrc;
   if (n > 8) return NULL;

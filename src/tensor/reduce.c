@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codegen/codegen.h" /* cpu_vector_bytes: the panel width */
 #include "tensor/tensor.h"
 
 #define POOL_BEGIN size_t pool_mark_ = uop_pool_mark()

@@ -41,6 +41,4 @@ int schedule_realize(uop **roots, int n, uop **out);
 /* Allocate a CPU buffer as a BUFFER uop of the given shape (contents zeroed). */
 uop *buffer_new(tg_dtype dt, const int64_t *shape, int nd);
 void *buffer_data(uop *buf);
-/* Bytes in one vector register of the CPU (src/device/cpu.c). */
-int cpu_vector_bytes(void);
 #endif
