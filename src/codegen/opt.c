@@ -377,10 +377,13 @@ static int choose_lanes(kshape *ks, const kaccess *acc, int na, int width) {
 }
 
 /* Register tile: the upcasts of output dims (some input broadcast along them, so a loaded
- * value serves several accumulators) that minimize loads per multiply-add within `budget`
- * accumulators. A conv weight gradient has x reused along cout and gy along cin, kh, kw:
- * kh 5 x cout 2 loads 5 + 2 vectors per 10 accumulators, kh 5 x cin 2 loads 11. Searched
- * exhaustively over small amounts (few dims); the lane dim may add a second vector. */
+ * value serves several accumulators) that minimize the bytes loaded per multiply-add within
+ * `budget` accumulators. A load contiguous along the lane dim moves a vector, a broadcast one
+ * element: sgemm on a packed panel takes 8 rows x the panel's 2 vectors (8 broadcasts + 2
+ * vectors per 16 accumulators, 350 GFLOPS at 2048) over 4 rows x 4 panels (4 + 4 vectors,
+ * 230), although the second does fewer loads. A conv weight gradient has x reused along cout
+ * and gy along cin, kh, kw. Searched exhaustively over small amounts (few dims); the lane dim
+ * may add a second vector. */
 enum { TILE_DIMS = 4, TILE_CHOICES = 6 };
 
 typedef struct tile_dim {
@@ -389,10 +392,11 @@ typedef struct tile_dim {
   int nopts;
 } tile_dim;
 
-/* Loads per reduce step for a tile of n[i] along tile dims td[i] (loads moving with the
+/* Bytes loaded per reduce step for a tile of n[i] along tile dims td[i] (loads moving with the
  * reduction only: the others are hoisted out of the loop). */
-static int64_t tile_loads(const kshape *ks, const kaccess *acc, int na, const tile_dim *td, const int64_t *n, int nt) {
-  int64_t loads = 0;
+static int64_t tile_bytes(const kshape *ks, const kaccess *acc, int na, int lane_dim, int width, const tile_dim *td,
+                          const int64_t *n, int nt) {
+  int64_t bytes = 0;
   for (int i = 0; i < na; i++) {
     if (acc[i].store) continue;
     bool moves = false;
@@ -401,9 +405,10 @@ static int64_t tile_loads(const kshape *ks, const kaccess *acc, int na, const ti
     int64_t copies = 1;
     for (int t = 0; t < nt; t++)
       if (acc[i].coef[td[t].dim] != 0) copies *= n[t];
-    loads += copies;
+    bool vector = lane_dim >= 0 && acc[i].coef[lane_dim] != 0;
+    bytes += copies * (vector ? width : 1) * (int64_t)tg_dtype_size(acc[i].dtype);
   }
-  return loads;
+  return bytes;
 }
 
 /* Candidate tile dims, innermost first: amounts 1 (not tiled) and the small divisors. */
@@ -421,7 +426,7 @@ static int tile_candidates(const kshape *ks, const kaccess *acc, int na, int lan
   return nt;
 }
 
-static void register_tile(kshape *ks, const kaccess *acc, int na, int lane_dim, int64_t budget) {
+static void register_tile(kshape *ks, const kaccess *acc, int na, int lane_dim, int width, int64_t budget) {
   tile_dim td[TILE_DIMS];
   int nt = tile_candidates(ks, acc, na, lane_dim, td), total = 1;
   for (int t = 0; t < nt; t++) total *= td[t].nopts;
@@ -431,7 +436,7 @@ static void register_tile(kshape *ks, const kaccess *acc, int na, int lane_dim, 
     int64_t n[TILE_DIMS], accs = 1;
     for (int t = 0, c = code; t < nt; t++, c /= td[t - 1].nopts) n[t] = td[t].opts[c % td[t].nopts], accs *= n[t];
     if (accs > budget) continue;
-    double ratio = (double)tile_loads(ks, acc, na, td, n, nt) / (double)accs;
+    double ratio = (double)tile_bytes(ks, acc, na, lane_dim, width, td, n, nt) / (double)accs;
     if (ratio < best_ratio - 1e-9 || (ratio < best_ratio + 1e-9 && accs > best_accs)) {
       best_ratio = ratio, best_accs = accs;
       memcpy(best, n, sizeof(int64_t) * (size_t)nt);
@@ -558,7 +563,7 @@ void kshape_optimize(kshape *ks, uop *ast) {
   if (ks->nred > 0) {
     unroll_short_reduce(ks);
     int64_t before = copies(ks);
-    register_tile(ks, acc, na, lane_dim, tile_budget());
+    register_tile(ks, acc, na, lane_dim, width, tile_budget());
     if (copies(ks) == before && lane_dim >= 0 && lane_dim < ks->nout) widen_lanes(ks, lane_dim);
     window_innermost(ks, acc, na, lane_dim);
   }
