@@ -471,6 +471,26 @@ TEST(opt_heuristics_vectorize_tile_and_thread) {
   tg_scope_end(s);
 }
 
+/* A large matmul reads B from packed panels of two vectors (reduce.c). The register tile
+ * holds rows x the whole panel (AVX-512: 8 broadcasts + 2 vector loads per 16 multiply-adds), not
+ * several panels (as many loads, but each a vector: more bytes per step), and the threads
+ * split the panels, so that each panel stays in cache while the rows walk past it. */
+TEST(opt_heuristics_packed_matmul_tile) {
+  tg_scope *s = tg_scope_begin();
+  inspect_ctx c = {{0}, NULL, 0, 0};
+  int w = cpu_vector_bytes() / 4 > 16 ? 16 : cpu_vector_bytes() / 4;
+  char lanes[32], rows[32]; /* 16 accumulators with 32 vector registers, 8 (12 do not divide) with 16 */
+  snprintf(rows, sizeof rows, "UPCAST(0,%d)", cpu_vector_registers() >= 32 ? 8 : 4);
+  tg_tensor *mm[2] = {ones_buffer((int64_t[]){256, 256}, 2), ones_buffer((int64_t[]){256, 256}, 2)};
+  heuristics_of(b_matmul, mm, &c); /* the last kernel: axes rows, panels, panel width | k */
+  snprintf(lanes, sizeof lanes, "UPCAST(2,%d)", w);
+  CHECK(strstr(c.opts, lanes) && strstr(c.opts, "UPCAST(2,2)") && strstr(c.opts, rows));
+  CHECK(!strstr(c.opts, "UPCAST(1,"));
+  if (threadpool_size() > 1) CHECK(strstr(c.opts, "THREAD(1,"));
+  free(c.src);
+  tg_scope_end(s);
+}
+
 /* Conv-shaped reductions: odd rows (6) are padded to whole vectors of this CPU's width, the
  * padded lanes load without a bounds check (buffers have slack), and the register tile takes
  * the dims that save the most loads (a weight gradient tiles its output channels: x is

@@ -419,6 +419,10 @@ static int tile_candidates(const kshape *ks, const kaccess *acc, int na, int lan
     int a = find_axis(ks, d, AX_GLOBAL);
     if (a < 0 || !broadcast_along(acc, na, d)) continue;
     tile_dim t = {d, {1}, 1};
+    if (d == lane_dim && ks->ax[a].size <= 4) { /* a few vectors left (a packed panel): all of them */
+      td[nt++] = (tile_dim){d, {ks->ax[a].size}, 1};
+      continue;
+    }
     for (size_t i = 0; i < sizeof amounts / sizeof *amounts && t.nopts < TILE_CHOICES; i++)
       if (ks->ax[a].size % amounts[i] == 0 && (d != lane_dim || amounts[i] <= 2)) t.opts[t.nopts++] = amounts[i];
     if (t.nopts > 1) td[nt++] = t;
