@@ -515,6 +515,14 @@ TEST(opt_heuristics_conv_shapes) {
   if (strstr(c.opts, "UPCAST(2,")) CHECK(strstr(c.opts, "SWAP("));
   heuristics_of(b_conv_grad_w, in, &c); /* axes: cout, cin, kh, kw | n, oh, ow */
   CHECK(strstr(c.opts, "UPCAST(0,"));
+  if (w >= 8) { /* rows of half a vector: vectors of half the width along ow, not scalar code */
+    int64_t h = w / 2;
+    tg_tensor *half[3] = {ones_buffer((int64_t[]){2, 16, h + 2, h + 2}, 4), ones_buffer((int64_t[]){16, 16, 3, 3}, 4),
+                          ones_buffer((int64_t[]){2, 16, h, h}, 4)};
+    heuristics_of(b_conv_grad_w, half, &c);
+    snprintf(lanes, sizeof lanes, "UNROLL(6,%lld)", (long long)h);
+    CHECK(strstr(c.opts, lanes));
+  }
   free(c.src);
   tg_scope_end(s);
 }
