@@ -212,6 +212,47 @@ static uint64_t kernels_for(tg_tensor *t) {
   return tg_get_stats().kernels_run;
 }
 
+/* The weight gradient of a big batch is summed in chunks of images (partial sums, then their
+ * sum), and rows that would get 2 lanes or fewer are padded to whole vectors (conv.c): against
+ * a naive loop, with stride and padding so that the padded row needs extra input columns.
+ * x (6, 32, 200, 8): chunks of 2 images; output rows of 3 (stride 2) padded to 4 or more. */
+TEST(nn_conv2d_weight_grad_chunked_and_padded) {
+  enum { N = 6, CI = 32, H = 200, W = 8, CO = 8, K = 3, SH = 1, SW = 2, PH = 1, PW = 0 };
+  enum { OH = (H + 2 * PH - K) / SH + 1, OW = (W + 2 * PW - K) / SW + 1 };
+  float *x = malloc(sizeof(float) * N * CI * H * W), *gy = malloc(sizeof(float) * N * CO * OH * OW);
+  float *w = malloc(sizeof(float) * CO * CI * K * K), *got = malloc(sizeof(float) * CO * CI * K * K);
+  uint32_t seed = 7;
+  for (int i = 0; i < N * CI * H * W; i++) x[i] = (float)((seed = seed * 1664525u + 1013904223u) >> 9) / 8388608.0f - 1.0f;
+  for (int i = 0; i < N * CO * OH * OW; i++) gy[i] = (float)((seed = seed * 1664525u + 1013904223u) >> 9) / 8388608.0f - 1.0f;
+  for (int i = 0; i < CO * CI * K * K; i++) w[i] = 0.01f * (float)(i % 17);
+  tg_scope *s = tg_scope_begin();
+  tg_tensor *tx = tg_from_data(x, TG_FLOAT32, (int64_t[]){N, CI, H, W}, 4);
+  tg_tensor *tw = tg_from_data(w, TG_FLOAT32, (int64_t[]){CO, CI, K, K}, 4);
+  tg_tensor *tgy = tg_from_data(gy, TG_FLOAT32, (int64_t[]){N, CO, OH, OW}, 4);
+  tg_tensor *y = tg_conv2d(tx, tw, NULL, (const int[]){SH, SW}, (const int[]){PH, PW}, NULL, 1), *dw = NULL;
+  CHECK(tg_gradient(tg_sum(tg_mul(y, tgy), NULL, 0, false), &tw, 1, &dw) == 0);
+  CHECK(dw && tg_to_host(dw, got, sizeof(float) * CO * CI * K * K) == 0);
+  int bad = 0;
+  for (int co = 0; co < CO; co++)
+    for (int ci = 0; ci < CI; ci++)
+      for (int kh = 0; kh < K; kh++)
+        for (int kw = 0; kw < K; kw++) {
+          double want = 0;
+          for (int n = 0; n < N; n++)
+            for (int oh = 0; oh < OH; oh++)
+              for (int ow = 0; ow < OW; ow++) {
+                int ih = oh * SH + kh - PH, iw = ow * SW + kw - PW;
+                if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                want += (double)gy[((n * CO + co) * OH + oh) * OW + ow] * x[((n * CI + ci) * H + ih) * W + iw];
+              }
+          float g = got[((co * CI + ci) * K + kh) * K + kw];
+          if (!harness_close(g, want, 1e-3, 1e-4) && bad++ < 4) printf("  dw[%d,%d,%d,%d]: got %.6g, expected %.6g\n", co, ci, kh, kw, g, want);
+        }
+  CHECK(bad == 0);
+  tg_scope_end(s);
+  free(x), free(gy), free(w), free(got);
+}
+
 /* The convolution is one reduction kernel; the bias add and a relu fuse into it. With padding
  * (and conv_transpose2d, which pads its dilated input) the padded input is copied first by a
  * second kernel, so that the window loop reads without bounds masks; a computed input (relu of

@@ -10,7 +10,9 @@
  * instead, which yields a col2im: a huge per-window intermediate and a second kernel. */
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
+#include "codegen/codegen.h" /* cpu_vector_bytes: rows padded for lanes */
 #include "grad/gradient.h"
 #include "nn/functional.h"
 
@@ -174,18 +176,66 @@ static tg_tensor *conv_input_grad(tg_tensor *gy, tg_tensor *w, const int64_t *xs
   return conv_graph(dilate_input(gy, g->stride, g->nsp), transpose_weight(w, g->groups, g->nsp), &t);
 }
 
+/* The weight gradient reduces over output rows of o positions, in vectors of the widest power
+ * of two dividing o (6: 2 lanes). Rows padded with zeros to whole vectors of the smallest power
+ * of two >= o (at most the CPU's lanes) run the same products in wider vectors: the padded row
+ * length where o would get 2 lanes or none and padding gives 4 times that, else o. (Padding
+ * rows that already get 4 or 8 lanes, 20 → 32 and 24 → 32, made conv2 and conv1 slower.) */
+static int64_t lane_padded_row(int64_t o, tg_dtype dt) {
+  int64_t width = cpu_vector_bytes() / (int64_t)tg_dtype_size(dt), have = 1, want = 1;
+  if (width > 16) width = 16;
+  while (have < width && o % (2 * have) == 0) have *= 2;
+  while (want < width && want < o) want *= 2;
+  return have <= 2 && want >= 4 * have ? ceildiv(o, want) * want : o;
+}
+
+/* Images per partial sum of a weight gradient. Summed over the whole batch at once, the kernel
+ * walks all of gy and x (conv2 of the demo: 80 MB) once per register tile of weights; summed
+ * per chunk of images whose gy and x fit in half an L2 (512 KiB), each chunk is read from
+ * memory once and the partial sums (N/chunk copies of the weights) are added by a second
+ * kernel: conv2 weight gradient 121 → 40 ms (performance.md). The largest such divisor of N. */
+static int64_t batch_chunk(tg_tensor *gy, tg_tensor *x) {
+  enum { CHUNK_BYTES = 512 << 10 };
+  int64_t batch = tg_dim(x, 0);
+  double image = (double)(tg_numel(gy) + tg_numel(x)) / (double)batch * (double)tg_dtype_size(tg_get_dtype(x));
+  int64_t fit = image > 0 ? (int64_t)(CHUNK_BYTES / image) : batch, chunk = 1;
+  for (int64_t c = fit < batch ? fit : batch; c >= 1 && chunk == 1; c--)
+    if (batch % c == 0) chunk = c;
+  return chunk;
+}
+
 /* d conv / d w: for each weight tap, the sum over batch and output positions of gy times
- * the input it met (the forward's windows, reduced over the other axes). */
+ * the input it met (the forward's windows, reduced over the other axes). Rows are padded for
+ * lanes (gy with zeros, x far enough for the extra windows; both stored, so no load needs a
+ * mask): conv2 of the demo (rows of 20 → 32) 121 → 68 ms, performance.md. */
 static tg_tensor *conv_weight_grad(tg_tensor *gy, tg_tensor *x, tg_tensor *w, const conv_geom *g) {
-  int nsp = g->nsp, n = 4 + 2 * nsp, axes[TG_MAX_DIMS];
+  int nsp = g->nsp, n = 4 + 2 * nsp, axes[TG_MAX_DIMS], last = nsp - 1;
   int64_t k[TG_MAX_DIMS] = {0}, gs[TG_MAX_DIMS], cout = tg_dim(w, 0);
   for (int j = 0; j < nsp; j++) k[j] = tg_dim(w, 2 + j);
+  int64_t o = tg_dim(gy, -1), row = lane_padded_row(o, tg_get_dtype(gy));
+  conv_geom stored = *g;
+  if (row != o) { /* x stored with the geometry's padding (or crop) and the extra columns */
+    int64_t zero[NSP] = {0}, gpad[NSP] = {0}, after[NSP];
+    gpad[last] = row - o;
+    memcpy(after, g->pad_after, sizeof after);
+    after[last] = (row - 1) * g->stride[last] + g->dilation[last] * (k[last] - 1) + 1 - tg_dim(x, -1) - g->pad_before[last];
+    gy = tg_contiguous(pad_or_crop(gy, zero, gpad, nsp, 0));
+    x = tg_contiguous(pad_or_crop(x, g->pad_before, after, nsp, 0));
+    memset(stored.pad_before, 0, sizeof stored.pad_before), memset(stored.pad_after, 0, sizeof stored.pad_after);
+    g = &stored;
+  }
   gs[0] = tg_dim(gy, 0), gs[1] = g->groups, gs[2] = cout / g->groups, gs[3 + nsp] = 1;
   for (int j = 0; j < nsp; j++) gs[3 + j] = tg_dim(gy, 2 + j), gs[4 + nsp + j] = 1;
   tg_tensor *prod = tg_mul(conv_windows(x, k, cout, g), tg_reshape(gy, gs, n)); /* (N, G, Cout/G, *o, Cin, *k) */
-  axes[0] = 0;
-  for (int j = 0; j < nsp; j++) axes[1 + j] = 3 + j;
-  tg_tensor *sum = tg_sum(prod, axes, nsp + 1, false); /* (G, Cout/G, Cin, *k) */
+  if (!prod) return NULL;
+  int64_t batch = tg_dim(x, 0), chunk = batch_chunk(gy, x), ps[TG_MAX_DIMS];
+  ps[0] = batch / chunk, ps[1] = chunk; /* (N/chunk, chunk, G, Cout/G, *o, Cin, *k) */
+  memcpy(ps + 2, uop_shape(prod->u) + 1, sizeof(int64_t) * (size_t)(n - 1));
+  axes[0] = 1;
+  for (int j = 0; j < nsp; j++) axes[1 + j] = 4 + j;
+  tg_tensor *part = tg_sum(tg_reshape(prod, ps, n + 1), axes, nsp + 1, false); /* (N/chunk, G, Cout/G, Cin, *k) */
+  /* the partials flat, (N/chunk, weights): their sum runs in whole vectors, not rows of kw */
+  tg_tensor *sum = ps[0] > 1 ? tg_sum(tg_reshape(part, (int64_t[]){ps[0], tg_numel(w)}, 2), (const int[]){0}, 1, false) : part;
   return tg_reshape(sum, uop_shape(w->u), tg_ndim(w));
 }
 
