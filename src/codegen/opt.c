@@ -337,7 +337,7 @@ static double lane_use(int64_t n, int width, bool pad) {
 
 /* A contiguous reduce dim worth unrolling into lanes, the innermost first, or -1: one that
  * fills more than half a vector, or half of one exactly (a weight gradient over rows of 8 in
- * AVX-512: vectors of 8 lanes instead of scalar code, conv3 52 → 10 ms, performance.md). */
+ * AVX-512: vectors of 8 lanes instead of scalar code, conv3 52 → 17 ms, performance.md). */
 static int reduce_lane_dim(const kshape *ks, const kaccess *acc, int na, int width) {
   bool contiguous;
   for (int d = ks->nout + ks->nred - 1; d >= ks->nout; d--) {

@@ -193,7 +193,8 @@ static int64_t lane_padded_row(int64_t o, tg_dtype dt) {
  * walks all of gy and x (conv2 of the demo: 80 MB) once per register tile of weights; summed
  * per chunk of images whose gy and x fit in half an L2 (512 KiB), each chunk is read from
  * memory once and the partial sums (N/chunk copies of the weights) are added by a second
- * kernel: conv2 weight gradient 121 → 40 ms (performance.md). The largest such divisor of N. */
+ * kernel: the demo's conv3 weight gradient 17 → 12 ms, conv2 121–137 → 104 (performance.md).
+ * The largest such divisor of N. */
 static int64_t batch_chunk(tg_tensor *gy, tg_tensor *x) {
   enum { CHUNK_BYTES = 512 << 10 };
   int64_t batch = tg_dim(x, 0);
@@ -207,7 +208,7 @@ static int64_t batch_chunk(tg_tensor *gy, tg_tensor *x) {
 /* d conv / d w: for each weight tap, the sum over batch and output positions of gy times
  * the input it met (the forward's windows, reduced over the other axes). Rows are padded for
  * lanes (gy with zeros, x far enough for the extra windows; both stored, so no load needs a
- * mask): conv2 of the demo (rows of 20 → 32) 121 → 68 ms, performance.md. */
+ * mask): the demo's conv4 (rows of 6 → 8, 2 lanes → 8) 38 → 20 ms, performance.md. */
 static tg_tensor *conv_weight_grad(tg_tensor *gy, tg_tensor *x, tg_tensor *w, const conv_geom *g) {
   int nsp = g->nsp, n = 4 + 2 * nsp, axes[TG_MAX_DIMS], last = nsp - 1;
   int64_t k[TG_MAX_DIMS] = {0}, gs[TG_MAX_DIMS], cout = tg_dim(w, 0);

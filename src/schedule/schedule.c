@@ -180,7 +180,7 @@ static uop *param_rule(void *ctx, uop *u, uop **cap) {
 /* A reshape of a stored input is the same buffer under another shape (buffers are contiguous):
  * one PARAM of the reshaped shape. Through the reshape the index is div/mod math that hides
  * the plain strides from the optimizer: a sum over the flattened partials of a conv weight
- * gradient was scalar code (4.4 ms), with the PARAM reshaped it runs in vectors. */
+ * gradient was scalar code; with the PARAM reshaped it is the same kernel as a plain sum. */
 static uop *reshaped_param_rule(void *ctx, uop *u, uop **cap) {
   kctx *k = ctx;
   uop *x = cap['x' - 'a'];
