@@ -190,6 +190,11 @@ const char *cpu_device_name(void);
  * number of vector registers: what the lane width and the register tile are sized for.
  * VECTOR_BYTES=n overrides the width (experiments). */
 int cpu_vector_bytes(void);
+/* Lanes to pad a short dim of n to, or 0: a dim that would get 2 vector lanes or none (the
+ * widest power of two <= width dividing it) is padded to whole vectors of the smallest power
+ * of two >= n (at most width) where that gives 4 times the lanes: 6 → 8, 5 → 8, 34 → 16 (48);
+ * 20 keeps its 4 lanes. Used for conv output rows (opt.c) and weight-gradient rows (conv.c). */
+int short_pad_lanes(int64_t n, int width);
 /* Readable bytes past the end of every buffer a kernel gets (buffers, BEAM and GROUP
  * scratch): 16 lanes of 8 bytes. A vector load whose first lane is in bounds stays inside
  * the allocation, so lowering needs no bounds check for lanes past a padded dim's end. */

@@ -316,7 +316,16 @@ static bool broadcast_along(const kaccess *acc, int na, int d) {
  * it takes 5 instructions instead of 3). */
 static void pad_for_lanes(kshape *ks, int d, axis_kind k, int width) {
   int64_t n = ks->size[d];
+  int lanes = short_pad_lanes(n, width);
   if (n % width && 2 * n > width && n < 64 * width) try_apply(ks, OPT_PADTO, find_axis(ks, d, k), width);
+  else if (k == AX_GLOBAL && lanes && n % lanes) try_apply(ks, OPT_PADTO, find_axis(ks, d, k), lanes);
+}
+
+int short_pad_lanes(int64_t n, int width) {
+  int have = 1, want = 1;
+  while (have < width && n % (2 * have) == 0) have *= 2;
+  while (want < width && want < n) want *= 2;
+  return have <= 2 && want >= 4 * have ? want : 0;
 }
 
 static int lanes_on(kshape *ks, int d, opt_kind op, axis_kind k, int width) {
@@ -326,10 +335,13 @@ static int lanes_on(kshape *ks, int d, opt_kind op, axis_kind k, int width) {
 }
 
 /* The fraction of vector lanes doing useful work when dim n is vectorized at `width`:
- * padded up to full vectors (pad_for_lanes), else the widest power of two dividing it. */
-static double lane_use(int64_t n, int width, bool pad) {
+ * padded up to full vectors (pad_for_lanes; a short output dim to vectors of fewer lanes),
+ * else the widest power of two dividing it. */
+static double lane_use(int64_t n, int width, bool pad, bool short_pad) {
+  int lanes = short_pad ? short_pad_lanes(n, width) : 0;
   if (n % width == 0) return 1;
   if (pad && 2 * n > width && n < 64 * width) return (double)n / (double)((n + width - 1) / width * width);
+  if (lanes) return (double)n * lanes / ((double)((n + lanes - 1) / lanes * lanes) * width);
   int w = width;
   while (w >= 2 && n % w) w /= 2;
   return w >= 2 ? (double)w / width : 0;
@@ -363,7 +375,7 @@ static int choose_lanes(kshape *ks, const kaccess *acc, int na, int width) {
   int rd = reduce ? reduce_lane_dim(ks, acc, na, width) : -1;
   bool out_ok = last >= 0 && lane_friendly(acc, na, last, &contiguous);
   bool rpad = rd >= 0 && pad_reduce_ok(ks->size[rd], width);
-  if (out_ok && (rd < 0 || lane_use(ks->size[last], width, reduce) >= lane_use(ks->size[rd], width, rpad))) {
+  if (out_ok && (rd < 0 || lane_use(ks->size[last], width, reduce, reduce) >= lane_use(ks->size[rd], width, rpad, false))) {
     if (reduce) pad_for_lanes(ks, last, AX_GLOBAL, width);
     if (lanes_on(ks, last, OPT_UPCAST, AX_GLOBAL, width) >= 0) return last;
   }

@@ -177,16 +177,14 @@ static tg_tensor *conv_input_grad(tg_tensor *gy, tg_tensor *w, const int64_t *xs
 }
 
 /* The weight gradient reduces over output rows of o positions, in vectors of the widest power
- * of two dividing o (6: 2 lanes). Rows padded with zeros to whole vectors of the smallest power
- * of two >= o (at most the CPU's lanes) run the same products in wider vectors: the padded row
- * length where o would get 2 lanes or none and padding gives 4 times that, else o. (Padding
- * rows that already get 4 or 8 lanes, 20 → 32 and 24 → 32, made conv2 and conv1 slower.) */
+ * of two dividing o (6: 2 lanes). Rows that would get 2 lanes or none are padded with zeros to
+ * whole vectors (short_pad_lanes: 6 → 8) and run the same products in wider vectors; the
+ * padded row length, else o. (Padding rows that already get 4 or 8 lanes, 20 → 32 and
+ * 24 → 32, made conv2 and conv1 slower.) */
 static int64_t lane_padded_row(int64_t o, tg_dtype dt) {
-  int64_t width = cpu_vector_bytes() / (int64_t)tg_dtype_size(dt), have = 1, want = 1;
-  if (width > 16) width = 16;
-  while (have < width && o % (2 * have) == 0) have *= 2;
-  while (want < width && want < o) want *= 2;
-  return have <= 2 && want >= 4 * have ? ceildiv(o, want) * want : o;
+  int width = cpu_vector_bytes() / (int)tg_dtype_size(dt);
+  int lanes = short_pad_lanes(o, width > 16 ? 16 : width);
+  return lanes ? ceildiv(o, lanes) * lanes : o;
 }
 
 /* Images per partial sum of a weight gradient. Summed over the whole batch at once, the kernel
