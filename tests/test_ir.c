@@ -393,8 +393,13 @@ static uop *kbad_buffer(void) {
 }
 static uop *kbad_contiguous(void) { return kernel(uop_new1(OP_NEG, TG_FLOAT32, uop_new1(OP_CONTIGUOUS, TG_FLOAT32, pf())), S23, 2); }
 static uop *kbad_detach(void) { return kernel(uop_new1(OP_DETACH, TG_FLOAT32, pf()), S23, 2); }
-static uop *kbad_slot(void) {
-  uop *other = mov(OP_RESHAPE, param(1, TG_FLOAT32, S32, 2), S23, 2); /* slot 1 again, other shape */
+static uop *kbad_slot(void) { /* slot 1 again, 8 elements where the other PARAM has 6 */
+  uop *other = mov(OP_SHRINK, param(1, TG_FLOAT32, (int64_t[]){2, 4}, 2), (int64_t[]){0, 2, 0, 3}, 4);
+  return kernel(uop_new2(OP_ADD, TG_FLOAT32, pf(), other), S23, 2);
+}
+/* The same buffer under two shapes (a reshaped input) is fine. */
+static uop *kok_slot_reshaped(void) {
+  uop *other = mov(OP_RESHAPE, param(1, TG_FLOAT32, S32, 2), S23, 2);
   return kernel(uop_new2(OP_ADD, TG_FLOAT32, pf(), other), S23, 2);
 }
 static uop *kbad_slot_dtype(void) {
@@ -412,8 +417,8 @@ static const bad_graph bad_kernels[] = {
     {"not allowed inside a kernel", "BUFFER", kbad_buffer},
     {"not allowed inside a kernel", "CONTIGUOUS", kbad_contiguous},
     {"not allowed inside a kernel", "DETACH", kbad_detach},
-    {"share a slot", "PARAM", kbad_slot},
-    {"share a slot", "PARAM", kbad_slot_dtype},
+    {"PARAMs of one slot differ", "PARAM", kbad_slot},
+    {"PARAMs of one slot differ", "PARAM", kbad_slot_dtype},
     {"not allowed inside a kernel", "SINK", kbad_inner_sink},
     {"different dtypes", "ADD", kbad_tensor_rule},
 };
@@ -431,6 +436,7 @@ TEST(ir_spec_kernel_rejects_malformed) {
     });
   }
   CHECK(uop_spec_kernel(NULL) == TG_ERR_ARG);
+  POOL_SCOPE(CHECK(uop_spec_kernel(kok_slot_reshaped()) == 0));
 }
 
 /* With SPEC=1 the scheduler checks every graph it is given: a malformed graph that reaches

@@ -467,7 +467,9 @@ static void kernel_facts(uop *ast, kernel_info *info) {
   for (int i = 0; i < n; i++) {
     reduce |= order[i]->op == OP_REDUCE_AXIS;
     if (order[i]->op != OP_PARAM) continue;
-    info->bytes += (uint64_t)shape_numel(order[i]->arg + 1, order[i]->narg - 1) * tg_dtype_size(order[i]->dtype);
+    bool seen = false; /* a buffer read under two shapes is one PARAM per shape */
+    for (int j = 0; j < i && !seen; j++) seen = order[j]->op == OP_PARAM && order[j]->arg[0] == order[i]->arg[0];
+    if (!seen) info->bytes += (uint64_t)shape_numel(order[i]->arg + 1, order[i]->narg - 1) * tg_dtype_size(order[i]->dtype);
     if (order[i]->arg[0] + 1 > info->nbufs) info->nbufs = (int)order[i]->arg[0] + 1;
   }
   free(order);

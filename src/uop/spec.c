@@ -234,7 +234,10 @@ static int check_graph(uop *root, bool kernel) {
     if (!why && kernel && u->op == OP_PARAM) {
       void *key = (void *)(uintptr_t)(u->arg[0] + 1);
       uop *other = ptrmap_get(&slots, key);
-      if (other && other != u) why = "two different PARAMs share a slot";
+      /* a slot may be read under several shapes (a reshaped input), never as another buffer */
+      if (other && (other->dtype != u->dtype || shape_numel(uop_shape(other), uop_ndim(other)) !=
+                                                    shape_numel(uop_shape(u), uop_ndim(u))))
+        why = "PARAMs of one slot differ in dtype or size";
       else ptrmap_put(&slots, key, u);
     }
     if (why) rc = report(what, u, why);
