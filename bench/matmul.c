@@ -124,9 +124,10 @@ int main(int argc, char **argv) {
   printf("sgemm %d x %d x %d, float32, best of %d runs (first tg realize %.1f ms incl. %.1f ms compile/load)\n",
          n, n, n, runs, first * 1e3, st.compile_seconds * 1e3);
   printf("OpenBLAS: %s, core %s\n", openblas_get_config(), openblas_get_corename());
+  const char *core = getenv("OPENBLAS_CORETYPE");
   if (openblas_below_cpu())
-    printf("note: OPENBLAS_CORETYPE=%s keeps OpenBLAS on AVX2 kernels on this AVX-512 CPU (unset it, or set "
-           "SkylakeX, for its best)\n", getenv("OPENBLAS_CORETYPE"));
+    printf("note: OpenBLAS runs AVX2 kernels on this AVX-512 CPU (OPENBLAS_CORETYPE=%s; unset it, or set "
+           "SkylakeX, for its best)\n", core ? core : "");
   printf("%-30s %10s %10s %10s\n", "", "ms", "GFLOPS", "x tg speed");
   printf("%-30s %10.2f %10.2f %10.2f\n", "tg (tg_realize)", best * 1e3, flop / best * 1e-9, 1.0);
   printf("%-24s %2d thr %10.2f %10.2f %10.2f\n", "OpenBLAS cblas_sgemm", threads, blas_all * 1e3,
