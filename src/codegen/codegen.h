@@ -190,6 +190,9 @@ const char *cpu_device_name(void);
  * number of vector registers: what the lane width and the register tile are sized for.
  * VECTOR_BYTES=n overrides the width (experiments). */
 int cpu_vector_bytes(void);
+/* Lanes of one vector register for elements of elem_bytes, 2 to 16 (the widths the renderer
+ * has vector types for). */
+int cpu_vector_lanes(size_t elem_bytes);
 /* Lanes to pad a short dim of n to, or 0: a dim that would get 2 vector lanes or none (the
  * widest power of two <= width dividing it) is padded to whole vectors of the smallest power
  * of two >= n (at most width) where that gives 4 times the lanes: 6 → 8, 5 → 8, 34 → 16 (48);

@@ -577,8 +577,7 @@ void kshape_optimize(kshape *ks, uop *ast) {
   size_t widest = 1;
   for (int i = 0; i < na; i++)
     if (tg_dtype_size(acc[i].dtype) > widest) widest = tg_dtype_size(acc[i].dtype);
-  int width = (int)((size_t)cpu_vector_bytes() / widest) > 16 ? 16 : (int)((size_t)cpu_vector_bytes() / widest);
-  if (width < 2) width = 2;
+  int width = cpu_vector_lanes(widest);
   int64_t work = 1;
   for (int d = 0; d < ks->nout + ks->nred; d++) work *= ks->size[d];
   int lane_dim = choose_lanes(ks, acc, na, width);

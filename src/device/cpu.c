@@ -106,6 +106,11 @@ int cpu_vector_bytes(void) {
   return bytes;
 }
 
+int cpu_vector_lanes(size_t elem_bytes) {
+  int lanes = (int)((size_t)cpu_vector_bytes() / (elem_bytes ? elem_bytes : 1));
+  return lanes > 16 ? 16 : lanes < 2 ? 2 : lanes;
+}
+
 int cpu_vector_registers(void) { return cpu_vector_bytes() == 64 ? 32 : 16; }
 
 const char *cpu_device_name(void) {

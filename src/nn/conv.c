@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "codegen/codegen.h" /* cpu_vector_bytes: rows padded for lanes */
+#include "codegen/codegen.h" /* cpu_vector_lanes, short_pad_lanes: rows padded for lanes */
 #include "grad/gradient.h"
 #include "nn/functional.h"
 
@@ -182,8 +182,7 @@ static tg_tensor *conv_input_grad(tg_tensor *gy, tg_tensor *w, const int64_t *xs
  * padded row length, else o. (Padding rows that already get 4 or 8 lanes, 20 → 32 and
  * 24 → 32, made conv2 and conv1 slower.) */
 static int64_t lane_padded_row(int64_t o, tg_dtype dt) {
-  int width = cpu_vector_bytes() / (int)tg_dtype_size(dt);
-  int lanes = short_pad_lanes(o, width > 16 ? 16 : width);
+  int lanes = short_pad_lanes(o, cpu_vector_lanes(tg_dtype_size(dt)));
   return lanes ? ceildiv(o, lanes) * lanes : o;
 }
 
