@@ -158,23 +158,28 @@ typedef struct kctx {
   VEC(uop *) bufs; /* slot → BUFFER */
 } kctx;
 
-static uop *to_param(kctx *k, uop *buf) {
+/* The PARAM of buf's slot, read as `shape` (buf's own shape, or a reshape of it). */
+static uop *to_param(kctx *k, uop *buf, const int64_t *shape, int nd) {
   size_t slot = 0;
   while (slot < k->bufs.n && k->bufs.v[slot] != buf) slot++;
   if (slot == k->bufs.n && VEC_PUSH(k->bufs, buf) < 0) return NULL;
   int64_t arg[TG_MAX_DIMS + 1];
   arg[0] = (int64_t)slot;
-  memcpy(arg + 1, buf->arg + 1, sizeof(int64_t) * (size_t)(buf->narg - 1));
-  return uop_new(OP_PARAM, buf->dtype, NULL, 0, arg, buf->narg);
+  memcpy(arg + 1, shape, sizeof(int64_t) * (size_t)nd);
+  return uop_new(OP_PARAM, buf->dtype, NULL, 0, arg, 1 + nd);
+}
+
+/* The buffer a kernel input is stored in (a BUFFER, or another root's), or NULL. */
+static uop *stored_input(kctx *k, uop *u) {
+  if (u->op == OP_BUFFER) return u;
+  return u != k->root && is_root(k->s, u) ? ptrmap_get(&k->s->roots, u) : NULL;
 }
 
 /* Inputs of a kernel: other roots and buffers become PARAM slots. */
 static uop *param_rule(void *ctx, uop *u, uop **cap) {
   (void)cap;
-  kctx *k = ctx;
-  if (u->op == OP_BUFFER) return to_param(k, u);
-  if (u != k->root && is_root(k->s, u)) return to_param(k, ptrmap_get(&k->s->roots, u));
-  return NULL;
+  uop *buf = stored_input(ctx, u);
+  return buf ? to_param(ctx, buf, uop_shape(buf), uop_ndim(buf)) : NULL;
 }
 
 /* A reshape of a stored input is the same buffer under another shape (buffers are contiguous):
@@ -182,16 +187,10 @@ static uop *param_rule(void *ctx, uop *u, uop **cap) {
  * the plain strides from the optimizer: a sum over the flattened partials of a conv weight
  * gradient was scalar code; with the PARAM reshaped it is the same kernel as a plain sum. */
 static uop *reshaped_param_rule(void *ctx, uop *u, uop **cap) {
-  kctx *k = ctx;
   uop *x = cap['x' - 'a'];
   while (x->op == OP_RESHAPE) x = x->src[0];
-  uop *buf = x->op == OP_BUFFER ? x : x != k->root && is_root(k->s, x) ? ptrmap_get(&k->s->roots, x) : NULL;
-  uop *p = buf ? to_param(k, buf) : NULL;
-  if (!p) return NULL;
-  int64_t arg[TG_MAX_DIMS + 1];
-  arg[0] = p->arg[0];
-  memcpy(arg + 1, uop_shape(u), sizeof(int64_t) * (size_t)uop_ndim(u));
-  return uop_new(OP_PARAM, p->dtype, NULL, 0, arg, 1 + uop_ndim(u));
+  uop *buf = stored_input(ctx, x);
+  return buf ? to_param(ctx, buf, uop_shape(u), uop_ndim(u)) : NULL;
 }
 
 static const rule param_rules_list[] = {{"(RESHAPE x)", reshaped_param_rule}, {"x", param_rule}, {NULL, NULL}};
@@ -200,7 +199,7 @@ static uop *kernel_ast(kctx *k, uop *root) {
   static rule_table *rules;
   if (!rules) rules = rule_table_compile("kernel_params", param_rules_list);
   uop *out = ptrmap_get(&k->s->roots, root);
-  if (!to_param(k, out)) return NULL; /* slot 0 */
+  if (!to_param(k, out, uop_shape(out), uop_ndim(out))) return NULL; /* slot 0 */
   k->root = root;
   uop *expr = root->op == OP_CONTIGUOUS ? root->src[0] : root;
   /* A reshape leaves the flat order alone: a kernel ending in one computes the shape under it
