@@ -1,5 +1,7 @@
-# tg — build, test, install.  `make` builds the library, examples and benches;
-# `make test` runs the test suite; `make test-sanitize` runs it under ASan+UBSan.
+# tg — build, test, install.  `make` builds the library, tg.pc, the tests and the examples;
+# `make bench` builds the benchmarks (two link OpenBLAS: libopenblas-dev); `make test` runs the
+# test suite, `make test-sanitize` runs it under ASan+UBSan. Objects depend on the headers they
+# include (-MMD: the test fixtures too).
 CC      ?= cc
 BUILD   ?= build
 PREFIX  ?= /usr/local
@@ -13,12 +15,17 @@ TESTS   := $(sort $(wildcard tests/*.c))
 TOBJS   := $(TESTS:%.c=$(BUILD)/%.o)
 BENCHES := $(patsubst bench/%.c,$(BUILD)/bench_%,$(wildcard bench/*.c))
 EXAMPLES:= $(patsubst examples/%.c,$(BUILD)/example_%,$(wildcard examples/*.c))
+HEADERS := $(wildcard include/*.h)
 
-all: $(BUILD)/libtg.a $(BUILD)/libtg.so $(BUILD)/tg.pc $(BUILD)/test_tg $(EXAMPLES) $(BENCHES)
+all: $(BUILD)/libtg.a $(BUILD)/libtg.so $(BUILD)/tg.pc $(BUILD)/test_tg $(EXAMPLES)
 
-$(BUILD)/%.o: %.c $(wildcard include/*.h src/*/*.h tests/*.h) Makefile
+bench: $(BENCHES)
+
+$(BUILD)/%.o: %.c Makefile
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c $< -o $@
+	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+-include $(OBJS:.o=.d) $(TOBJS:.o=.d)
 
 $(BUILD)/libtg.a: $(OBJS)
 	@rm -f $@
@@ -27,22 +34,25 @@ $(BUILD)/libtg.a: $(OBJS)
 $(BUILD)/libtg.so: $(OBJS)
 	$(CC) -shared -o $@ $^ $(LDFLAGS) $(LDLIBS)
 
+# libdir is the build directory in-tree and PREFIX/lib once installed. Libs carry an rpath to
+# it: pkg-config's -ltg links libtg.so (even with --static), and the program must start
+# without LD_LIBRARY_PATH or ldconfig.
 $(BUILD)/tg.pc: Makefile
 	@mkdir -p $(BUILD)
-	@printf 'prefix=%s\nincludedir=$${prefix}/include\nlibdir=$${prefix}/lib\n\nName: tg\nDescription: lazy tensors and a kernel compiler in C\nVersion: 0.1.0\nCflags: -I$${includedir}\nLibs: -L$${libdir} -ltg\nLibs.private: -lz -lm -ldl -lpthread\n' \
-	  "$(if $(INSTALLING),$(PREFIX),$(abspath .))" > $@
-	@if [ -z "$(INSTALLING)" ]; then sed -i 's|^libdir=.*|libdir=$(abspath $(BUILD))|' $@; fi
+	@printf 'prefix=%s\nincludedir=$${prefix}/include\nlibdir=%s\n\nName: tg\nDescription: lazy tensors and a kernel compiler in C\nVersion: 0.1.0\nCflags: -I$${includedir}\nLibs: -L$${libdir} -Wl,-rpath,$${libdir} -ltg\nLibs.private: -lz -lm -ldl -lpthread\n' \
+	  "$(if $(INSTALLING),$(PREFIX),$(abspath .))" '$(if $(INSTALLING),$${prefix}/lib,$(abspath $(BUILD)))' > $@
 
 $(BUILD)/test_tg: $(TOBJS) $(BUILD)/libtg.a
 	$(CC) $(CFLAGS) -o $@ $(TOBJS) $(BUILD)/libtg.a $(LDFLAGS) $(LDLIBS)
 
-$(BUILD)/bench_%: bench/%.c $(wildcard bench/*.h) $(BUILD)/libtg.a
+$(BUILD)/bench_%: bench/%.c $(wildcard bench/*.h) $(HEADERS) $(BUILD)/libtg.a
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libtg.a $(LDFLAGS) $(LDLIBS) $(BENCH_LIBS)
 $(BUILD)/bench_matmul $(BUILD)/bench_kernels: BENCH_LIBS = -lopenblas
 
-$(BUILD)/example_%: examples/%.c $(BUILD)/libtg.a
+$(BUILD)/example_%: examples/%.c $(HEADERS) $(BUILD)/libtg.a
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libtg.a $(LDFLAGS) $(LDLIBS)
 
+# The runner runs test areas in parallel (TG_TEST_JOBS or JOBS, default: the cores).
 test: $(BUILD)/test_tg $(BUILD)/libtg.so $(BUILD)/tg.pc
 	SPEC=1 ./$(BUILD)/test_tg $(FILTER)
 
@@ -50,7 +60,7 @@ test: $(BUILD)/test_tg $(BUILD)/libtg.so $(BUILD)/tg.pc
 SANBUILD ?= build-san
 test-sanitize:
 	$(MAKE) BUILD=$(SANBUILD) OPT="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
-	  LDFLAGS="-fsanitize=address,undefined" $(SANBUILD)/test_tg
+	  LDFLAGS="-fsanitize=address,undefined" $(SANBUILD)/test_tg $(SANBUILD)/libtg.so $(SANBUILD)/tg.pc
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 SPEC=1 ./$(SANBUILD)/test_tg $(FILTER)
 
 install: $(BUILD)/libtg.a $(BUILD)/libtg.so
@@ -65,4 +75,4 @@ install: $(BUILD)/libtg.a $(BUILD)/libtg.so
 clean:
 	rm -rf build build-san build-*
 
-.PHONY: all test test-sanitize install clean
+.PHONY: all bench test test-sanitize install clean

@@ -4,8 +4,9 @@
  * Caches and environment knobs (TG_CACHE_DIR, CACHELEVEL, CC) live in process state, so the
  * scenarios that need a cold process run the test binary again (/proc/self/exe) with the
  * knobs set and TG_DEVICE_CHILD naming the scenario: a fresh process with empty in-memory
- * caches, no inherited threads, and environment read anew. The child test dev_child_scenario
- * runs it and prints one "RESULT …" line that the parent parses. */
+ * caches, no inherited threads, and environment read anew. The child entry point
+ * dev_child_scenario (`test_tg --child dev_child_scenario`, not a test) runs it and prints one
+ * "RESULT …" line that the parent parses. */
 #include <dirent.h>
 #include <errno.h>
 #include <libgen.h>
@@ -96,7 +97,7 @@ typedef struct child_result {
 static child_result run_child(const char *scenario, const char *env) {
   child_result r = {0};
   char cmd[PATH_MAX + 1024];
-  snprintf(cmd, sizeof cmd, "env %s TG_DEVICE_CHILD=%s '%s' dev_child_scenario 2>&1", env, scenario, self_exe());
+  snprintf(cmd, sizeof cmd, "env %s TG_DEVICE_CHILD=%s '%s' --child dev_child_scenario 2>&1", env, scenario, self_exe());
   FILE *p = popen(cmd, "r");
   if (!p) return r;
   char line[2048];
@@ -117,9 +118,10 @@ static child_result run_child(const char *scenario, const char *env) {
 
 /* ------------------------------------------------------------ the child side */
 
-/* Runs only in a child (TG_DEVICE_CHILD set); a no-op in the normal suite. */
-TEST(dev_child_scenario) {
+/* The child side of run_child: TG_DEVICE_CHILD names the scenario. */
+TEST_CHILD(dev_child_scenario) {
   const char *scenario = getenv("TG_DEVICE_CHILD");
+  CHECK(scenario != NULL);
   if (!scenario) return;
   double k = atof(getenv("TG_DEVICE_K") ? getenv("TG_DEVICE_K") : "1.5");
   float out[2];
@@ -230,20 +232,15 @@ static bool have_tool(const char *name) {
 }
 
 /* An outside program compiled with `pkg-config --cflags --libs --static tg` against the build
- * directory of this test binary, run, and its output checked. */
+ * directory of this test binary, run as the README says (no LD_LIBRARY_PATH: the in-tree
+ * tg.pc must make a program that starts), and its output checked. */
 TEST(dev_pkg_config_link) {
-  if (!have_tool("pkg-config") || !have_tool("cc")) {
-    printf("  dev_pkg_config_link: skipped (no pkg-config or cc)\n");
-    return;
-  }
+  if (!have_tool("pkg-config") || !have_tool("cc")) SKIP("no pkg-config or cc");
   char exe[PATH_MAX], build[PATH_MAX], pc[PATH_MAX + 16];
   snprintf(exe, sizeof exe, "%s", self_exe());
   snprintf(build, sizeof build, "%s", dirname(exe));
   snprintf(pc, sizeof pc, "%s/tg.pc", build);
-  if (access(pc, R_OK) != 0) {
-    printf("  dev_pkg_config_link: skipped (%s not built; `make test` builds it)\n", pc);
-    return;
-  }
+  if (access(pc, R_OK) != 0) SKIP("%s not built; `make test` builds it", pc);
   char dir[64], path[128], cmd[PATH_MAX * 2 + 512];
   CHECK(make_temp_dir(dir, sizeof dir));
   snprintf(path, sizeof path, "%s/prog.c", dir);
@@ -252,11 +249,12 @@ TEST(dev_pkg_config_link) {
   if (!f) return;
   fputs("#include <stdio.h>\n#include <tg.h>\n"
         "int main(void) {\n"
+        "  tg_scope *s = tg_scope_begin();\n" /* frees the tg_mul_s temporary too (LeakSanitizer) */
         "  tg_tensor *a = tg_arange(0, 4, 1, TG_FLOAT32), *b = tg_add_s(tg_mul_s(a, 2), 0.5);\n"
         "  float o[4];\n"
         "  if (tg_to_host(b, o, sizeof o) != 0) { printf(\"error: %s\\n\", tg_last_error()); return 1; }\n"
         "  printf(\"%g %g %g %g\\n\", o[0], o[1], o[2], o[3]);\n"
-        "  tg_free(b), tg_free(a);\n"
+        "  tg_scope_end(s);\n"
         "  return 0;\n}\n",
         f);
   fclose(f);
@@ -267,8 +265,8 @@ TEST(dev_pkg_config_link) {
 #endif
   snprintf(cmd, sizeof cmd,
            "cd %s && cc %s prog.c -o prog $(PKG_CONFIG_PATH='%s' pkg-config --cflags --libs --static tg) 2>&1 && "
-           "LD_LIBRARY_PATH='%s' TG_CACHE_DIR=%s/cache ./prog 2>&1",
-           dir, san, build, build, dir);
+           "env -u LD_LIBRARY_PATH TG_CACHE_DIR=%s/cache ./prog 2>&1",
+           dir, san, build, dir);
   FILE *p = popen(cmd, "r");
   CHECK(p != NULL);
   char out[4096] = {0};

@@ -692,10 +692,7 @@ TEST(io_mnist_tiny_dataset) {
 }
 
 TEST(io_mnist_fashion_files) {
-  if (access(FASHION_DIR "/train-images-idx3-ubyte.gz", R_OK) != 0) {
-    printf("  note: %s absent, Fashion-MNIST test skipped\n", FASHION_DIR);
-    return;
-  }
+  if (access(FASHION_DIR "/train-images-idx3-ubyte.gz", R_OK) != 0) SKIP("%s absent (package dataset-fashion-mnist)", FASHION_DIR);
   tg_scope *s = tg_scope_begin();
   struct { bool train; int64_t n; } splits[] = {{true, 60000}, {false, 10000}};
   for (int k = 0; k < 2; k++) {
@@ -919,10 +916,7 @@ TEST(io_loader_outlives_dataset_and_scales) {
 }
 
 TEST(io_loader_fashion_batches) {
-  if (access(FASHION_DIR "/t10k-images-idx3-ubyte.gz", R_OK) != 0) {
-    printf("  note: %s absent, Fashion-MNIST loader test skipped\n", FASHION_DIR);
-    return;
-  }
+  if (access(FASHION_DIR "/t10k-images-idx3-ubyte.gz", R_OK) != 0) SKIP("%s absent (package dataset-fashion-mnist)", FASHION_DIR);
   tg_scope *s = tg_scope_begin();
   tg_dataset d;
   CHECK(tg_mnist_load(FASHION_DIR, false, &d) == 0);

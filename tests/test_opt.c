@@ -366,7 +366,18 @@ TEST(opt_invalid_actions_are_refused) {
   CHECK(kshape_apply(&k2, (opt_action){OPT_UPCAST, 1, 12}) == 0 && kshape_apply(&k2, (opt_action){OPT_UNROLL, 1, 10}) == 0);
   CHECK(kshape_apply(&k2, (opt_action){OPT_UPCAST, 0, 2}) == 0 && kshape_lane_axis(&k2) == 3);
   CHECK(refused(&k2, OPT_UPCAST, 0, 4, "unrolled copies")); /* 12 * 10 * 4 copies beside 2 lanes */
-  CHECK(kshape_candidates(&k2, (opt_action[64]){{0}}, 64) >= 0);
+  /* the candidates keep to the limit too: each applies, the refused upcast is not among them,
+   * and what is left (a THREAD of the outer loop) is */
+  opt_action c2[64];
+  int n2 = kshape_candidates(&k2, c2, 64), threads = 0;
+  CHECK(n2 > 0);
+  for (int i = 0; i < n2; i++) {
+    kshape t = k2;
+    CHECK(kshape_apply(&t, c2[i]) == 0);
+    CHECK(!(c2[i].kind == OPT_UPCAST && c2[i].axis == 0 && c2[i].amount == 4));
+    threads += c2[i].kind == OPT_THREAD;
+  }
+  CHECK(threads > 0);
   uop_decref(ast);
   /* two reductions: no GROUP; a kernel with no reduction: no UNROLL */
   tg_tensor *x = tg_ones((int64_t[]){4, 8}, 2, TG_FLOAT32);

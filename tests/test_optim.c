@@ -503,7 +503,7 @@ static long resident_bytes(void) {
  * under ASan only the alive counters (above) say anything. */
 TEST(optim_memory_rss_flat) {
 #ifdef UNDER_ASAN
-  printf("  (resident-memory check skipped under AddressSanitizer)\n");
+  SKIP("resident memory says nothing under AddressSanitizer");
 #else
   mlp m;
   CHECK(mlp_init(&m, 64, 128, 10) == 0);
