@@ -397,8 +397,12 @@ int tg_backward(tg_tensor *loss) {
   return rc;
 }
 
+/* A realized computed value detaches to its buffer: a new leaf with no history and nothing to
+ * run. A leaf buffer (or a lazy value) gets a DETACH node: it must stay a node of its own, or
+ * x * detach(x) would see the same target twice. */
 tg_tensor *tg_detach(tg_tensor *t) {
   if (!t) return null_arg("detach");
+  if (t->u->op != OP_BUFFER && t->u->realized) return tensor_wrap(t->u->realized);
   size_t mark = uop_pool_mark();
   tg_tensor *r = tensor_wrap(uop_new1(OP_DETACH, t->u->dtype, t->u));
   uop_pool_release(mark);

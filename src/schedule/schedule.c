@@ -17,6 +17,7 @@
 
 #include "codegen/codegen.h"
 #include "tensor/tensor.h"
+#include "uop/dtype.h"
 #include "uop/rewrite.h"
 
 typedef struct sched {
@@ -169,9 +170,10 @@ static uop *to_param(kctx *k, uop *buf, const int64_t *shape, int nd) {
   return uop_new(OP_PARAM, buf->dtype, NULL, 0, arg, 1 + nd);
 }
 
-/* The buffer a kernel input is stored in (a BUFFER, or another root's), or NULL. */
+/* What a kernel input is read from, or NULL: a BUFFER, another root's buffer, or a user's
+ * VALUE (a 0-d input whose data is the value, bound at launch: see run_kernel). */
 static uop *stored_input(kctx *k, uop *u) {
-  if (u->op == OP_BUFFER) return u;
+  if (u->op == OP_BUFFER || u->op == OP_VALUE) return u;
   return u != k->root && is_root(k->s, u) ? ptrmap_get(&k->s->roots, u) : NULL;
 }
 
@@ -212,7 +214,7 @@ static uop *kernel_ast(kctx *k, uop *root) {
   if (n > 8) return NULL;
   for (int i = 0; i < n; i++)
     if (!(src[i] = graph_rewrite_ex(expr->src[i], rules, k, true))) return NULL;
-  if (expr->op == OP_BUFFER || (expr != root && is_root(k->s, expr))) expr = param_rule(k, expr, NULL);
+  if (expr->op == OP_BUFFER || expr->op == OP_VALUE || (expr != root && is_root(k->s, expr))) expr = param_rule(k, expr, NULL);
   else if (n) expr = uop_replace_src(expr, src, n);
   return uop_new(OP_SINK, root->dtype, &expr, 1, uop_shape(expr), uop_ndim(expr));
 }
@@ -232,15 +234,23 @@ static const rule realized_rules_list[] = {{"(DETACH x)", strip_detach}, {"x", r
 
 /* ---- running */
 
+/* Run a kernel on its inputs: buffers, and VALUEs whose data is their value in their dtype. */
 static int run_kernel(uop *ast, uop **bufs, int nbufs, int64_t numel) {
   if (numel == 0) return 0;
   void *args[64];
+  _Alignas(64) unsigned char values[64][8 + BUFFER_SLACK];
   if (nbufs > 64) return tg_set_error(TG_ERR_DEVICE, "kernel has %d buffers (max 64)", nbufs);
   double t0 = tg_now(), compile0 = tg_global_stats.compile_seconds;
   program *p = program_get(ast);
   tg_global_stats.lower_seconds += tg_now() - t0 - (tg_global_stats.compile_seconds - compile0);
   if (!p) return TG_ERR_COMPILE;
-  for (int i = 0; i < nbufs; i++) args[i] = buffer_data(bufs[i]);
+  for (int i = 0; i < nbufs; i++) {
+    uop *b = bufs[i];
+    tg_dtype dt = (tg_dtype)b->dtype;
+    if (b->op == OP_BUFFER) args[i] = buffer_data(b);
+    else if (dtype_is_float(dt)) dtype_write(args[i] = values[i], dt, 0, uop_const_value(b));
+    else memcpy(args[i] = values[i], &b->arg[0], tg_dtype_size(dt)); /* exact bits (little-endian) */
+  }
   return program_run(p, args);
 }
 

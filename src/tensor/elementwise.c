@@ -149,21 +149,25 @@ tg_tensor *tg_div(tg_tensor *a, tg_tensor *b) {
   return binary("div", a, b, B_ANY, is_intlike(dt) ? TG_FLOAT32 : dt, b_fdiv);
 }
 
-/* tensor ⊕ scalar: the scalar takes the tensor's dtype (weak typing) */
-static tg_tensor *with_scalar(tg_tensor *t, double v, bool scalar_first, tg_tensor *(*f)(tg_tensor *, tg_tensor *)) {
+/* tensor ⊕ scalar: the scalar takes the tensor's dtype (weak typing). It is a kernel argument
+ * (tg_scalar), except where its value picks the code: a literal (the exponent of pow_s). */
+static tg_tensor *with_scalar(tg_tensor *t, double v, bool scalar_first, bool literal,
+                              tg_tensor *(*f)(tg_tensor *, tg_tensor *)) {
   if (!t) return null_arg("scalar op");
   tg_scope *s = tg_scope_begin();
-  tg_tensor *c = tg_scalar(v, t->u->dtype);
-  tg_tensor *r = tg_keep(scalar_first ? f(c, t) : f(t, c));
+  size_t mark = uop_pool_mark();
+  tg_tensor *c = literal ? tensor_wrap(uop_const(t->u->dtype, v)) : tg_scalar(v, t->u->dtype);
+  uop_pool_release(mark);
+  tg_tensor *r = c ? tg_keep(scalar_first ? f(c, t) : f(t, c)) : NULL;
   tg_scope_end(s);
   return r;
 }
 
-tg_tensor *tg_add_s(tg_tensor *a, double b) { return with_scalar(a, b, false, tg_add); }
-tg_tensor *tg_sub_s(tg_tensor *a, double b) { return with_scalar(a, b, false, tg_sub); }
-tg_tensor *tg_mul_s(tg_tensor *a, double b) { return with_scalar(a, b, false, tg_mul); }
-tg_tensor *tg_pow_s(tg_tensor *a, double b) { return with_scalar(a, b, false, tg_pow); }
-tg_tensor *tg_rsub_s(double a, tg_tensor *b) { return with_scalar(b, a, true, tg_sub); }
+tg_tensor *tg_add_s(tg_tensor *a, double b) { return with_scalar(a, b, false, false, tg_add); }
+tg_tensor *tg_sub_s(tg_tensor *a, double b) { return with_scalar(a, b, false, false, tg_sub); }
+tg_tensor *tg_mul_s(tg_tensor *a, double b) { return with_scalar(a, b, false, false, tg_mul); }
+tg_tensor *tg_pow_s(tg_tensor *a, double b) { return with_scalar(a, b, false, true, tg_pow); }
+tg_tensor *tg_rsub_s(double a, tg_tensor *b) { return with_scalar(b, a, true, false, tg_sub); }
 tg_tensor *tg_div_s(tg_tensor *a, double b) {
   if (!a) return null_arg("div_s");
   if (!dtype_is_float(a->u->dtype)) { /* true division: the scalar is a float32 */
@@ -172,7 +176,7 @@ tg_tensor *tg_div_s(tg_tensor *a, double b) {
     tg_scope_end(s);
     return r;
   }
-  return with_scalar(a, b, false, tg_div);
+  return with_scalar(a, b, false, false, tg_div);
 }
 
 tg_tensor *tg_where(tg_tensor *cond, tg_tensor *a, tg_tensor *b) {

@@ -43,7 +43,7 @@ tg_scope *tg_scope_begin(void) {
 static VEC(tg_tensor *) pending;
 
 static void pending_add(tg_tensor *t) {
-  if (t->pending || t->u->op == OP_BUFFER || VEC_PUSH(pending, t) < 0) return;
+  if (t->pending || tensor_buffer(t) || VEC_PUSH(pending, t) < 0) return;
   t->pending = true;
 }
 
@@ -57,7 +57,7 @@ static void pending_prune(void) {
   size_t k = 0;
   for (size_t i = 0; i < pending.n; i++) {
     tg_tensor *t = pending.v[i];
-    if (t->u->op == OP_BUFFER) t->pending = false;
+    if (tensor_buffer(t)) t->pending = false;
     else pending.v[k++] = t;
   }
   pending.n = k;
@@ -174,13 +174,14 @@ uop *ushape_expand(uop *x, const int64_t *shape, int nd) {
 
 uop *ucast(uop *x, tg_dtype dt) { return x->dtype == dt ? x : uop_new1(OP_CAST, dt, x); }
 
-static uop *uconst_shape(double v, tg_dtype dt, const int64_t *shape, int nd) {
+/* A 0-d node broadcast to shape. */
+static uop *ubroadcast_scalar(uop *c, const int64_t *shape, int nd) {
   int64_t ones[TG_MAX_DIMS];
   for (int i = 0; i < nd; i++) ones[i] = 1;
-  return ushape_expand(ushape_reshape(uop_const(dt, v), ones, nd), shape, nd);
+  return c ? ushape_expand(ushape_reshape(c, ones, nd), shape, nd) : NULL;
 }
 
-uop *uconst_like(uop *x, double v, tg_dtype dt) { return uconst_shape(v, dt, uop_shape(x), uop_ndim(x)); }
+uop *uconst_like(uop *x, double v, tg_dtype dt) { return ubroadcast_scalar(uop_const(dt, v), uop_shape(x), uop_ndim(x)); }
 
 static uop *uiota(int64_t n) { return uop_new(OP_IOTA, TG_INT64, NULL, 0, &n, 1); }
 
@@ -206,7 +207,7 @@ tg_tensor *tg_from_data(const void *data, tg_dtype dtype, const int64_t *shape, 
 tg_tensor *tg_full(const int64_t *shape, int ndim, double value, tg_dtype dtype) {
   if (!check_dtype("full", dtype) || !check_shape("full", shape, ndim)) return NULL;
   POOL_BEGIN;
-  POOL_END(uconst_shape(value, dtype, shape, ndim));
+  POOL_END(ubroadcast_scalar(uop_value(dtype, value), shape, ndim)); /* the value is a kernel argument */
 }
 
 tg_tensor *tg_zeros(const int64_t *shape, int ndim, tg_dtype dtype) { return tg_full(shape, ndim, 0, dtype); }
@@ -289,9 +290,32 @@ int tg_shape(const tg_tensor *t, int64_t *out, int cap) {
   return nd;
 }
 
-bool tg_is_realized(const tg_tensor *t) { return t && t->u->op == OP_BUFFER; }
+uop *tensor_buffer(const tg_tensor *t) { return t->u->op == OP_BUFFER ? t->u : t->u->realized; }
+
+bool tg_is_realized(const tg_tensor *t) { return t && tensor_buffer(t); }
+
+
 
 /* ---------------------------------------------------------------- realization */
+
+/* Can a gradient flow through t's value? Not through an int or bool, nor out of a DETACH
+ * (tg_detach, tg_assign): there the history can go once the value is stored. */
+static bool carries_gradient(const uop *u) { return dtype_is_float(u->dtype) && u->op != OP_DETACH; }
+
+/* After a realize: the buffer becomes the value's node's `realized` (the scheduler attached
+ * it when it was a kernel root; a value that needed no kernel, a BUFFER under a view or a
+ * DETACH, gets it here). The handle keeps its expression — its history, which gradients are
+ * taken through — unless no gradient can flow through it: then the buffer replaces it and the
+ * history can be freed. */
+static void attach_buffer(tg_tensor *t, uop *buf) {
+  if (!carries_gradient(t->u)) {
+    uop_decref(t->u);
+    t->u = buf; /* takes the reference */
+    return;
+  }
+  if (!t->u->realized) t->u->realized = buf;
+  else uop_decref(buf);
+}
 
 /* Realize ts[0..n) and then every pending assign, in one schedule. */
 int tg_realize_many(tg_tensor **ts, int n) {
@@ -305,14 +329,12 @@ int tg_realize_many(tg_tensor **ts, int n) {
   int nr = 0;
   for (size_t i = 0; i < total; i++) {
     tg_tensor *t = i < (size_t)n ? ts[i] : pending.v[i - (size_t)n];
-    if (t->u->op != OP_BUFFER) all[nr] = t, r[nr++] = t->u;
+    if (!tensor_buffer(t)) all[nr] = t, r[nr++] = t->u;
   }
   int rc = nr ? schedule_realize(r, nr, bufs) : 0;
-  for (int j = 0; j < nr && rc == 0; j++) { /* bufs[j] is a new reference: swap it in */
-    tg_tensor *t = all[j];
-    if (t->u->op == OP_BUFFER) { uop_decref(bufs[j]); continue; } /* same tensor listed twice */
-    uop_decref(t->u);
-    t->u = bufs[j];
+  for (int j = 0; j < nr && rc == 0; j++) { /* bufs[j] is a new reference */
+    if (tensor_buffer(all[j])) uop_decref(bufs[j]); /* the same tensor listed twice */
+    else attach_buffer(all[j], bufs[j]);
   }
   free(all), free(r);
   if (rc == 0) pending_prune();
@@ -336,7 +358,7 @@ int tg_to_host(tg_tensor *t, void *dst, size_t nbytes) {
   }
   int rc = tg_realize(t);
   if (rc < 0) return rc;
-  if (need) memcpy(dst, buffer_data(t->u), need);
+  if (need) memcpy(dst, buffer_data(tensor_buffer(t)), need);
   return 0;
 }
 
@@ -375,7 +397,8 @@ int tg_assign(tg_tensor *dst, tg_tensor *src) {
                         tg_fmt_shape(b, sizeof b, uop_shape(src->u), uop_ndim(src->u)));
   }
   size_t m = uop_pool_mark();
-  uop *v = ucast(src->u, dst->u->dtype);
+  uop *v = uop_new1(OP_DETACH, dst->u->dtype, ucast(src->u, dst->u->dtype)); /* a write, not a function */
+  if (!v) return uop_pool_release(m), tg_set_error(TG_ERR_NOMEM, "assign: out of memory");
   uop_incref(v);
   uop_decref(dst->u);
   dst->u = v;

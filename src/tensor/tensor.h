@@ -41,4 +41,7 @@ int schedule_realize(uop **roots, int n, uop **out);
 /* Allocate a CPU buffer as a BUFFER uop of the given shape (contents zeroed). */
 uop *buffer_new(tg_dtype dt, const int64_t *shape, int nd);
 void *buffer_data(uop *buf);
+/* The BUFFER holding t's value (its node, or the buffer that node was realized into), or NULL
+ * while t is unrealized. */
+uop *tensor_buffer(const tg_tensor *t);
 #endif

@@ -81,6 +81,7 @@ static const char *spec_buffer(uop *u) {
 }
 
 static const char *spec_const(uop *u) { return u->narg == 1 ? NULL : "constant without exactly one value"; }
+static const char *spec_value(uop *u) { return u->narg == 2 ? NULL : "value without a constant and a serial"; }
 
 static const char *spec_iota(uop *u) {
   if (u->narg != 1 || u->arg[0] < 0) return "needs one non-negative length";
@@ -163,7 +164,7 @@ static const char *spec_flip(uop *u) {
 static const char *spec_sink(uop *u) { (void)u; return NULL; }
 
 static const spec_fn tensor_specs[OP_COUNT] = {
-    [OP_BUFFER] = spec_buffer,   [OP_PARAM] = spec_buffer,     [OP_CONST] = spec_const,
+    [OP_BUFFER] = spec_buffer,   [OP_PARAM] = spec_buffer,     [OP_CONST] = spec_const,  [OP_VALUE] = spec_value,
     [OP_IOTA] = spec_iota,       [OP_REDUCE_AXIS] = spec_reduce, [OP_CONTIGUOUS] = spec_same,
     [OP_DETACH] = spec_same,     [OP_GRADFN] = spec_gradfn,     [OP_RESHAPE] = spec_reshape,  [OP_PERMUTE] = spec_permute,
     [OP_EXPAND] = spec_expand,   [OP_PAD] = spec_pad,          [OP_SHRINK] = spec_shrink,

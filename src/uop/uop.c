@@ -2,6 +2,7 @@
 #include "uop/uop.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -178,6 +179,14 @@ uop *uop_const(tg_dtype dt, double v) {
 
 uop *uop_const_bool(bool v) { return uop_const_int(TG_BOOL, v); }
 
+uop *uop_value(tg_dtype dt, double v) {
+  static _Atomic uint64_t serial;
+  uop *c = uop_const(dt, v); /* the same encoding as a constant (rounded to dt) */
+  if (!c) return NULL;
+  int64_t arg[2] = {c->arg[0], (int64_t)atomic_fetch_add(&serial, 1)};
+  return uop_new(OP_VALUE, dt, NULL, 0, arg, 2);
+}
+
 double uop_const_value(const uop *c) {
   if (dtype_is_float(c->dtype)) {
     double d;
@@ -225,7 +234,7 @@ static void compute_shape(uop *u) {
   uop *s0 = u->nsrc ? u->src[0] : NULL;
   switch (u->op) {
     case OP_BUFFER: case OP_PARAM: nd = u->narg - 1, base = u->arg + 1; break;
-    case OP_CONST: nd = 0; break;
+    case OP_CONST: case OP_VALUE: nd = 0; break;
     case OP_IOTA: nd = 1, base = u->arg; break;
     case OP_RESHAPE: case OP_EXPAND: nd = u->narg, base = u->arg; break;
     case OP_SINK: case OP_INDEX: case OP_DEFINE_GLOBAL: case OP_RANGE: case OP_LOAD:
@@ -324,7 +333,7 @@ void uop_print(uop *root, FILE *f) {
       fprintf(f, j ? ",%d" : "%d", (int)(intptr_t)ptrmap_get(&ids, u->src[j]) - 1);
     fprintf(f, "] arg=[");
     for (int j = 0; j < u->narg; j++) {
-      if (u->op == OP_CONST && dtype_is_float(u->dtype)) fprintf(f, "%g", uop_const_value(u));
+      if ((u->op == OP_CONST || (u->op == OP_VALUE && j == 0)) && dtype_is_float(u->dtype)) fprintf(f, "%g", uop_const_value(u));
       else if (u->op == OP_BUFFER && j == 0) fprintf(f, "buf");
       else fprintf(f, j ? ",%lld" : "%lld", (long long)u->arg[j]);
     }

@@ -44,6 +44,7 @@
   /* tensor graph */                                                            \
   X(BUFFER, 0, UOP_FLAG_TENSOR) X(PARAM, 0, UOP_FLAG_TENSOR)                    \
   X(CONST, 0, UOP_FLAG_TENSOR | UOP_FLAG_KERNEL) X(IOTA, 0, UOP_FLAG_TENSOR)    \
+  X(VALUE, 0, UOP_FLAG_TENSOR) /* a user's scalar: a kernel argument, see uop_value */ \
   X(REDUCE_AXIS, 1, UOP_FLAG_TENSOR) X(CONTIGUOUS, 1, UOP_FLAG_TENSOR)          \
   X(DETACH, 1, UOP_FLAG_TENSOR) /* stop gradients; stripped by the scheduler */ \
   X(GRADFN, -1, UOP_FLAG_TENSOR) /* value src[0]; custom derivative for src[1..] */ \
@@ -114,7 +115,13 @@ uop *uop_pool_add(uop *u);
 uop *uop_const(tg_dtype dt, double v);
 uop *uop_const_int(tg_dtype dt, int64_t v);
 uop *uop_const_bool(bool v);
-double uop_const_value(const uop *c);   /* as double */
+/* A value that comes from the user (tg_full, tg_scalar, the scalar of tg_mul_s, ...): a VALUE
+ * node with the constant's encoding in arg[0] and a serial number in arg[1], so every call
+ * makes its own node. The scheduler passes it to the kernel as an argument (a 0-d input), so
+ * a kernel never depends on the number and a new value never compiles a new kernel; and a
+ * tensor made from it is a leaf of its own (two tg_zeros are two gradient targets). */
+uop *uop_value(tg_dtype dt, double v);
+double uop_const_value(const uop *c);   /* as double (a CONST or a VALUE) */
 int64_t uop_const_ivalue(const uop *c); /* as int64 (floats truncate) */
 bool uop_is_const_val(const uop *u, double v);
 
