@@ -37,7 +37,9 @@ typedef enum tg_status {
   TG_ERR_NOMEM = -2,    /**< allocation failed */
   TG_ERR_COMPILE = -3,  /**< generated kernel failed to compile or load */
   TG_ERR_DEVICE = -4,   /**< device or runtime failure */
-  TG_ERR_IO = -5        /**< file or data error */
+  TG_ERR_IO = -5,       /**< file or data error */
+  TG_ERR_SHAPE = -6     /**< a shape that cannot exist: a negative size, a rank above 64, or more
+                             bytes than fit in int64 (docs/errors.md) */
 } tg_status;
 
 /** A lazy tensor handle (opaque). */

@@ -14,6 +14,7 @@
 #include <zlib.h>
 
 #include "io/io.h"
+#include "tensor/shape.h"
 #include "tensor/tensor.h"
 
 /* ---------------------------------------------------------------- IDX */
@@ -73,16 +74,19 @@ static int idx_read_header(gzFile f, const char *op, const char *path, idx_data 
   while (t < nt && idx_types[t].code != magic[2]) t++;
   if (t == nt) return idx_error(op, path, TG_ERR_IO, "unknown element type 0x%02x", magic[2]);
   if (magic[3] == 0 || magic[3] > TG_MAX_DIMS) return idx_error(op, path, TG_ERR_IO, "rank %d (1..%d supported)", magic[3], TG_MAX_DIMS);
-  d->dtype = idx_types[t].dtype, d->ndim = magic[3], d->numel = 1;
-  int64_t limit = INT64_MAX / 8;
+  d->dtype = idx_types[t].dtype, d->ndim = magic[3];
   for (int i = 0; i < d->ndim; i++) {
     got = gz_read_all(f, dim, 4);
     if (got < 0) return idx_error(op, path, TG_ERR_IO, "read failed: %s", gz_message(f));
     if (got < 4) return idx_error(op, path, TG_ERR_IO, "truncated in the size of axis %d", i);
     d->shape[i] = io_read_be32(dim);
-    if (d->shape[i] && d->numel > limit / d->shape[i]) return idx_error(op, path, TG_ERR_IO, "too many elements");
-    d->numel *= d->shape[i];
   }
+  int64_t extent = shape_extent(d->shape, d->ndim), bytes; /* a shape a tensor can have (tensor/shape.h) */
+  char buf[256];
+  if (extent < 0 || !ck_mul(extent, (int64_t)tg_dtype_size(d->dtype), &bytes))
+    return idx_error(op, path, TG_ERR_IO, "shape %s of %s is too large", tg_fmt_shape(buf, sizeof buf, d->shape, d->ndim),
+                     tg_dtype_name(d->dtype));
+  d->numel = shape_numel(d->shape, d->ndim);
   return 0;
 }
 
@@ -93,7 +97,7 @@ static int idx_read_elements(gzFile f, const char *op, const char *path, idx_dat
   int64_t need = d->numel * (int64_t)size, have = 0, cap = 0;
   char *buf = NULL;
   while (have < need) {
-    int64_t ncap = cap ? (cap * 2 < need ? cap * 2 : need) : (need < (1 << 20) ? need : (1 << 20));
+    int64_t ncap = cap ? (cap < need / 2 ? cap * 2 : need) : (need < (1 << 20) ? need : (1 << 20));
     char *nb = realloc(buf, (size_t)ncap);
     if (!nb) return free(buf), idx_error(op, path, TG_ERR_NOMEM, "out of memory for %lld bytes", (long long)ncap);
     buf = nb, cap = ncap;
@@ -187,7 +191,7 @@ int tg_mnist_load(const char *dir, bool train, tg_dataset *out) {
     if (images && labels) /* an extra reference owned by the dataset outlives the scope */
       *out = (tg_dataset){tg_retain(images), tg_retain(labels), img.shape[0]};
     else
-      rc = TG_ERR_NOMEM;
+      rc = tg_error_status_or(TG_ERR_NOMEM);
     tg_scope_end(s);
   }
   free(img.data), free(lab.data);
@@ -328,7 +332,7 @@ static int make_batch(tg_loader *l, int64_t b, tg_tensor **x, tg_tensor **y) {
   if (!*x || !*y) {
     tg_free(*x), tg_free(*y);
     *x = *y = NULL;
-    return TG_ERR_NOMEM;
+    return tg_error_status_or(TG_ERR_NOMEM);
   }
   return 0;
 }

@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 
 #include "io/io.h"
+#include "tensor/shape.h"
 #include "tensor/tensor.h"
 
 #define ST_MAX_HEADER 100000000 /* bytes, as the reference */
@@ -228,15 +229,12 @@ static int compare_entry_offsets(const void *a, const void *b) {
   return (x->end > y->end) - (x->end < y->end);
 }
 
-/* Bytes the entry's shape and dtype need; -1 if that overflows. */
+/* Bytes the entry's shape and dtype need; -1 if no tensor can have that shape (its extent,
+ * zeros counted as 1, times the element size must fit in int64: tensor/shape.h). */
 static int64_t entry_nbytes(const st_file *sf, const st_entry *e) {
-  int64_t n = (int64_t)tg_dtype_size(e->dtype);
-  for (int i = 0; i < e->ndim; i++) {
-    int64_t d = entry_shape(sf, e)[i];
-    if (d && n > INT64_MAX / d) return -1;
-    n *= d;
-  }
-  return n;
+  int64_t size = (int64_t)tg_dtype_size(e->dtype), extent = shape_extent(entry_shape(sf, e), e->ndim), bytes;
+  if (extent < 0 || !ck_mul(extent, size, &bytes)) return -1;
+  return shape_numel(entry_shape(sf, e), e->ndim) * size; /* <= extent * size */
 }
 
 static int check_entry(const st_file *sf, const st_entry *e) {
@@ -332,7 +330,7 @@ static int read_tensor(st_file *sf, const st_entry *e, tg_tensor **out) {
     rc = st_error(sf, TG_ERR_IO, "cannot seek: %s", strerror(errno));
   if (rc == 0) rc = read_exact(sf, buf, nbytes, "tensor data");
   if (rc == 0 && !io_host_is_little_endian()) io_swap_bytes(buf, nbytes / size, size);
-  if (rc == 0 && !(*out = tg_from_data(buf, e->dtype, entry_shape(sf, e), e->ndim))) rc = TG_ERR_NOMEM;
+  if (rc == 0 && !(*out = tg_from_data(buf, e->dtype, entry_shape(sf, e), e->ndim))) rc = tg_error_status_or(TG_ERR_NOMEM);
   free(buf);
   return rc;
 }

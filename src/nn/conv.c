@@ -15,6 +15,7 @@
 #include "codegen/codegen.h" /* cpu_vector_lanes, short_pad_lanes: rows padded for lanes */
 #include "grad/gradient.h"
 #include "nn/functional.h"
+#include "tensor/shape.h"
 
 #define NSP 2 /* spatial axes handled by the public functions (the helpers take any count) */
 
@@ -29,13 +30,14 @@ static tg_tensor *finish(tg_scope *s, tg_tensor *r) {
 
 /* Pad (positive) or crop (negative) the last nsp axes by before[i] / after[i]. */
 static tg_tensor *pad_or_crop(tg_tensor *x, const int64_t *before, const int64_t *after, int nsp, double value) {
+  if (!x) return NULL;
   int nd = tg_ndim(x), lead = nd - nsp;
   int64_t pb[TG_MAX_DIMS] = {0}, pa[TG_MAX_DIMS] = {0}, st[TG_MAX_DIMS] = {0}, en[TG_MAX_DIMS];
   for (int i = 0; i < nsp; i++) {
     pb[lead + i] = before[i] > 0 ? before[i] : 0;
     pa[lead + i] = after[i] > 0 ? after[i] : 0;
   }
-  x = tg_pad(x, pb, pa, value);
+  if (!(x = tg_pad(x, pb, pa, value))) return NULL;
   for (int i = 0; i < nd; i++) en[i] = uop_shape(x->u)[i];
   for (int i = 0; i < nsp; i++) {
     st[lead + i] = before[i] < 0 ? -before[i] : 0;
@@ -50,14 +52,33 @@ static tg_tensor *pad_or_crop(tg_tensor *x, const int64_t *before, const int64_t
  * Views only. When windows overlap (k > s) or are dilated, the axis is repeated and re-cut
  * with a row length of i*f + d, so that consecutive rows shift by d (the skew trick);
  * otherwise a plain reshape into (o, s) blocks suffices. */
+/* The sizes of the windows of one axis: o = ceil((i - d(k-1)) / s), and for the skew trick the
+ * rows of i*f + d and their total k*(i*f + d). False where one does not fit in int64 (the
+ * public functions check their geometry first; this guards the backward's convolutions). */
+typedef struct window_axis { int64_t o, f, row, total; } window_axis;
+
+static bool window_axis_sizes(int64_t i, int64_t k, int64_t s, int64_t d, window_axis *w) {
+  int64_t span, room, fi;
+  if (i < 1 || !ck_mul(d, k - 1, &span) || !ck_sub(i, span, &room) || room < 1 || !ck_add(room, s - 1, &w->o)) return false;
+  w->o /= s;
+  w->f = 1 + (w->o * s > room); /* o*s <= room + s - 1: fits */
+  return ck_mul(i, w->f, &fi) && ck_add(fi, d, &w->row) && ck_mul(k, w->row, &w->total) && ck_add(w->total, i, &fi);
+}
+
 static tg_tensor *pool_windows(tg_tensor *x, const int64_t *k, const int64_t *s, const int64_t *d, int nsp) {
+  if (!x) return NULL;
   int nd = tg_ndim(x), lead = nd - nsp;
   int64_t i_[TG_MAX_DIMS], o_[TG_MAX_DIMS], sh[TG_MAX_DIMS], st[TG_MAX_DIMS] = {0}, en[TG_MAX_DIMS];
   int perm[TG_MAX_DIMS];
+  window_axis wa[NSP];
   bool simple = true;
+  char b[256];
   for (int j = 0; j < nsp; j++) {
     i_[j] = uop_shape(x->u)[lead + j];
-    o_[j] = ceildiv(i_[j] - d[j] * (k[j] - 1), s[j]);
+    if (!window_axis_sizes(i_[j], k[j], s[j], d[j], &wa[j]))
+      return shape_error("windows: a kernel of %lld (stride %lld, dilation %lld) over %s: sizes overflow int64 or "
+                         "no window fits", (long long)k[j], (long long)s[j], (long long)d[j], NN_SHAPE(x, b));
+    o_[j] = wa[j].o;
     simple &= k[j] <= s[j] && d[j] == 1;
   }
   for (int a = 0; a < lead; a++) sh[a] = en[a] = uop_shape(x->u)[a], perm[a] = a;
@@ -74,16 +95,13 @@ static tg_tensor *pool_windows(tg_tensor *x, const int64_t *k, const int64_t *s,
     for (int j = 0; j < nsp; j++) perm[lead + j] = lead + 2 * j, perm[lead + nsp + j] = lead + 2 * j + 1;
     return tg_permute(x, perm, lead + 2 * nsp);
   }
-  int64_t f[TG_MAX_DIMS], rep[TG_MAX_DIMS];
+  int64_t rep[TG_MAX_DIMS];
   for (int a = 0; a < lead; a++) rep[a] = 1;
-  for (int j = 0; j < nsp; j++) { /* f = 2 when the strided cut needs more room than one row */
-    f[j] = 1 + (o_[j] * s[j] > i_[j] - d[j] * (k[j] - 1));
-    rep[lead + j] = ceildiv(k[j] * (i_[j] * f[j] + d[j]), i_[j]);
-  }
+  for (int j = 0; j < nsp; j++) rep[lead + j] = ceildiv(wa[j].total, i_[j]); /* total + i fits (window_axis_sizes) */
   x = tg_repeat(x, rep, nd);
-  for (int j = 0; j < nsp; j++) en[lead + j] = k[j] * (i_[j] * f[j] + d[j]);
+  for (int j = 0; j < nsp; j++) en[lead + j] = wa[j].total;
   x = tg_shrink(x, st, en);
-  for (int j = 0; j < nsp; j++) sh[lead + 2 * j] = k[j], sh[lead + 2 * j + 1] = i_[j] * f[j] + d[j];
+  for (int j = 0; j < nsp; j++) sh[lead + 2 * j] = k[j], sh[lead + 2 * j + 1] = wa[j].row;
   x = tg_reshape(x, sh, lead + 2 * nsp); /* (k, i*f + d): row r starts at input r*d */
   for (int j = 0; j < nsp; j++) en[lead + 2 * j] = k[j], en[lead + 2 * j + 1] = o_[j] * s[j];
   x = tg_shrink(x, st, en);
@@ -100,6 +118,7 @@ static tg_tensor *pool_windows(tg_tensor *x, const int64_t *k, const int64_t *s,
 
 /* Insert s-1 zeros between neighbours on the last nsp axes: (.., n) → (.., (n-1)*s + 1). */
 static tg_tensor *dilate_input(tg_tensor *x, const int64_t *s, int nsp) {
+  if (!x) return NULL;
   int nd = tg_ndim(x), lead = nd - nsp;
   int64_t sh[TG_MAX_DIMS], pb[TG_MAX_DIMS] = {0}, pa[TG_MAX_DIMS] = {0}, st[TG_MAX_DIMS] = {0}, en[TG_MAX_DIMS];
   for (int a = 0; a < lead; a++) sh[a] = en[a] = tg_dim(x, a);
@@ -107,8 +126,9 @@ static tg_tensor *dilate_input(tg_tensor *x, const int64_t *s, int nsp) {
     sh[lead + 2 * j] = tg_dim(x, lead + j), sh[lead + 2 * j + 1] = 1;
     pa[lead + 2 * j + 1] = s[j] - 1;
   }
-  x = tg_pad(tg_reshape(x, sh, lead + 2 * nsp), pb, pa, 0);
-  for (int j = 0; j < nsp; j++) sh[lead + j] = tg_dim(x, lead + 2 * j) * s[j], en[lead + j] = sh[lead + j] - (s[j] - 1);
+  if (!(x = tg_pad(tg_reshape(x, sh, lead + 2 * nsp), pb, pa, 0))) return NULL;
+  for (int j = 0; j < nsp; j++) /* n*s: two sizes of the valid padded view */
+    sh[lead + j] = tg_dim(x, lead + 2 * j) * s[j], en[lead + j] = sh[lead + j] - (s[j] - 1);
   return tg_shrink(tg_reshape(x, sh, nd), st, en);
 }
 
@@ -135,7 +155,8 @@ typedef struct conv_geom {
 /* The windows of x for g, broadcast against the weight: (N, G, Cout/G, *o, Cin, *k). */
 static tg_tensor *conv_windows(tg_tensor *x, const int64_t *k, int64_t cout, const conv_geom *g) {
   int nsp = g->nsp, n = 4 + 2 * nsp, perm[TG_MAX_DIMS];
-  x = pool_windows(pad_or_crop(x, g->pad_before, g->pad_after, nsp, 0), k, g->stride, g->dilation, nsp);
+  x = pool_windows(x ? pad_or_crop(x, g->pad_before, g->pad_after, nsp, 0) : NULL, k, g->stride, g->dilation, nsp);
+  if (!x) return NULL;
   int64_t xs[TG_MAX_DIMS], es[TG_MAX_DIMS];
   xs[0] = es[0] = tg_dim(x, 0), xs[1] = es[1] = g->groups, xs[2] = es[2] = tg_dim(x, 1) / g->groups;
   xs[3] = 1, es[3] = cout / g->groups;
@@ -332,16 +353,32 @@ static bool check_groups(const char *op, int groups, int64_t a, const char *an, 
   return false;
 }
 
+/* The windows of a kernel k (stride s, dilation d) over a padded input of size `in` can be
+ * built: every size on the way fits in int64. */
+static bool check_windows(const char *op, tg_tensor *x, int64_t in, int64_t k, int64_t s, int64_t d, int axis) {
+  window_axis wa;
+  char b[256];
+  if (window_axis_sizes(in, k, s, d, &wa)) return true;
+  shape_error("%s: a kernel of %lld (stride %lld, dilation %lld) over %lld positions on axis %d of x %s: the window "
+              "sizes overflow int64", op, (long long)k, (long long)s, (long long)d, (long long)in, axis, NN_SHAPE(x, b));
+  return false;
+}
+
 /* The dilated kernel must fit in the padded input: out = (in + 2p - d(k-1) - 1) / s + 1 >= 1. */
-static bool check_fits(const char *op, tg_tensor *x, tg_tensor *w, const int64_t *pad, const int64_t *dil) {
+static bool check_fits(const char *op, tg_tensor *x, tg_tensor *w, const int64_t *pad, const int64_t *st,
+                       const int64_t *dil) {
   char a[256], b[256];
   for (int j = 0; j < NSP; j++) {
-    int64_t in = tg_dim(x, 2 + j) + 2 * pad[j], span = dil[j] * (tg_dim(w, 2 + j) - 1) + 1;
-    if (tg_dim(w, 2 + j) < 1 || span > in) {
+    int64_t k = tg_dim(w, 2 + j), in, span; /* pad <= INT_MAX: 2 * pad fits */
+    if (k < 1 || !ck_add(tg_dim(x, 2 + j), 2 * pad[j], &in) || !ck_mul(dil[j], k - 1, &span) || !ck_add(span, 1, &span))
+      return tensor_error("%s: kernel %s with dilation %lld does not fit the padded input %s (axis %d)", op,
+                          NN_SHAPE(w, a), (long long)dil[j], NN_SHAPE(x, b), 2 + j), false;
+    if (span > in) {
       tensor_error("%s: kernel %s (dilated extent %lld) does not fit the padded input %s (%lld on axis %d)", op,
                    NN_SHAPE(w, a), (long long)span, NN_SHAPE(x, b), (long long)in, 2 + j);
       return false;
     }
+    if (!check_windows(op, x, in, k, st[j], dil[j], 2 + j)) return false;
   }
   return true;
 }
@@ -359,28 +396,43 @@ tg_tensor *tg_conv2d(tg_tensor *x, tg_tensor *weight, tg_tensor *bias, const int
       !get_param(op, "dilation", dilation, 1, 1, dil) ||
       !check_groups(op, groups, tg_dim(x, 1), "input channels", tg_dim(weight, 0), "output channels"))
     return NULL;
-  if (tg_dim(weight, 1) * groups != tg_dim(x, 1))
+  int64_t cin;
+  if (!ck_mul(tg_dim(weight, 1), groups, &cin))
+    return tensor_error("%s: weight %s times %d groups: more input channels than fit in int64", op,
+                        NN_SHAPE(weight, a), groups);
+  if (cin != tg_dim(x, 1))
     return tensor_error("%s: weight %s expects %lld input channels (%d groups), x %s has %lld", op,
-                        NN_SHAPE(weight, a), (long long)(tg_dim(weight, 1) * groups), groups, NN_SHAPE(x, b),
-                        (long long)tg_dim(x, 1));
-  if (!nn_check_channel_param(op, "bias", bias, tg_dim(weight, 0)) || !check_fits(op, x, weight, pad, dil))
+                        NN_SHAPE(weight, a), (long long)cin, groups, NN_SHAPE(x, b), (long long)tg_dim(x, 1));
+  if (!nn_check_channel_param(op, "bias", bias, tg_dim(weight, 0)) || !check_fits(op, x, weight, pad, st, dil))
     return NULL;
   tg_scope *s = tg_scope_begin();
   return finish(s, conv_core(x, weight, bias, st, pad, pad, dil, groups, NSP));
 }
 
-static bool check_transpose_sizes(const char *op, tg_tensor *x, tg_tensor *w, const int64_t *st,
-                                  const int64_t *pad, const int64_t *opad, const int64_t *dil) {
+/* The transposed convolution is a convolution (stride 1) of the input dilated by the stride,
+ * (n-1)*s + 1, padded by before = d(k-1) - p and after = before + output_padding (negative: a
+ * crop); its output is (n-1)*s - 2p + d(k-1) + output_padding + 1. Fills before/after. */
+static bool check_transpose_sizes(const char *op, tg_tensor *x, tg_tensor *w, const int64_t *st, const int64_t *pad,
+                                  const int64_t *opad, const int64_t *dil, int64_t *before, int64_t *after) {
   char a[256], b[256];
   for (int j = 0; j < NSP; j++) {
     if (opad[j] >= st[j] && opad[j] >= dil[j])
       return tensor_error("%s: output_padding %lld must be smaller than stride %lld or dilation %lld", op,
                           (long long)opad[j], (long long)st[j], (long long)dil[j]), false;
-    int64_t k = tg_dim(w, 2 + j);
-    int64_t out = (tg_dim(x, 2 + j) - 1) * st[j] - 2 * pad[j] + dil[j] * (k - 1) + opad[j] + 1;
-    if (k < 1 || out < 1)
+    int64_t k = tg_dim(w, 2 + j), n = tg_dim(x, 2 + j), xd, span, in, out;
+    if (k < 1 || n < 1)
+      return tensor_error("%s: x %s with weight %s gives an empty output (axis %d)", op, NN_SHAPE(x, a),
+                          NN_SHAPE(w, b), 2 + j), false;
+    bool sized = ck_mul(n - 1, st[j], &xd) && ck_add(xd, 1, &xd) && ck_mul(dil[j], k - 1, &span) &&
+                 ck_sub(span, pad[j], &before[j]) && ck_add(before[j], opad[j], &after[j]) &&
+                 ck_add(xd, before[j], &in) && ck_add(in, after[j], &in) && ck_sub(in, span, &out);
+    if (!sized)
+      return shape_error("%s: x %s with weight %s, stride %lld, dilation %lld: sizes overflow int64", op,
+                         NN_SHAPE(x, a), NN_SHAPE(w, b), (long long)st[j], (long long)dil[j]), false;
+    if (out < 1)
       return tensor_error("%s: x %s with weight %s gives an empty output (size %lld on axis %d)", op,
                           NN_SHAPE(x, a), NN_SHAPE(w, b), (long long)out, 2 + j), false;
+    if (!check_windows(op, x, in, k, 1, dil[j], 2 + j)) return false;
   }
   return true;
 }
@@ -403,15 +455,14 @@ tg_tensor *tg_conv_transpose2d(tg_tensor *x, tg_tensor *weight, tg_tensor *bias,
   if (groups < 1 || tg_dim(x, 1) % groups)
     return tensor_error("%s: groups = %d must be >= 1 and divide the %lld input channels", op, groups,
                         (long long)tg_dim(x, 1));
-  if (!nn_check_channel_param(op, "bias", bias, tg_dim(weight, 1) * groups) ||
-      !check_transpose_sizes(op, x, weight, st, pad, opad, dil))
+  int64_t cout, before[NSP], after[NSP];
+  if (!ck_mul(tg_dim(weight, 1), groups, &cout))
+    return shape_error("%s: %lld output channels per group times %d groups overflow int64", op,
+                       (long long)tg_dim(weight, 1), groups);
+  if (!nn_check_channel_param(op, "bias", bias, cout) ||
+      !check_transpose_sizes(op, x, weight, st, pad, opad, dil, before, after))
     return NULL;
   tg_scope *s = tg_scope_begin();
-  int64_t before[NSP], after[NSP];
-  for (int j = 0; j < NSP; j++) {
-    before[j] = dil[j] * (tg_dim(weight, 2 + j) - 1) - pad[j];
-    after[j] = before[j] + opad[j];
-  }
   tg_tensor *xd = dilate_input(x, st, NSP), *w = transpose_weight(weight, groups, NSP);
   int64_t one[NSP] = {1, 1};
   return finish(s, conv_core(xd, w, bias, one, before, after, dil, groups, NSP));
@@ -419,18 +470,25 @@ tg_tensor *tg_conv_transpose2d(tg_tensor *x, tg_tensor *weight, tg_tensor *bias,
 
 /* ---------------------------------------------------------------- pooling */
 
-static bool check_pool(const char *op, tg_tensor *x, const int *kernel, const int64_t *k, const int64_t *pad) {
+/* pool_windows builds views of rank ndim + 2*NSP (a (k, o, s) split of each spatial axis). */
+enum { POOL_MAX_RANK = TG_MAX_DIMS - 2 * NSP };
+
+static bool check_pool(const char *op, tg_tensor *x, const int *kernel, const int64_t *k, const int64_t *st,
+                       const int64_t *pad) {
   char b[256];
   if (tg_ndim(x) < 2) return tensor_error("%s: x %s needs at least 2 axes", op, NN_SHAPE(x, b)), false;
+  if (tg_ndim(x) > POOL_MAX_RANK)
+    return shape_error("%s: x has rank %d, at most %d can be pooled", op, tg_ndim(x), POOL_MAX_RANK), false;
   if (!nn_need_float(op, "x", x)) return false;
   for (int j = 0; j < NSP; j++) {
     if (pad[j] > k[j] / 2)
       return tensor_error("%s: padding (%lld, %lld) must be at most half the kernel (%d, %d)", op, (long long)pad[0],
                           (long long)pad[1], kernel[0], kernel[1]), false;
-    int64_t in = tg_dim(x, -2 + j) + 2 * pad[j];
-    if (k[j] > in)
+    int64_t in; /* pad <= INT_MAX: 2 * pad fits */
+    if (!ck_add(tg_dim(x, -2 + j), 2 * pad[j], &in) || k[j] > in)
       return tensor_error("%s: kernel (%d, %d) larger than the padded input %s (+%lld padding)", op, kernel[0],
                           kernel[1], NN_SHAPE(x, b), (long long)pad[j]), false;
+    if (!check_windows(op, x, in, k[j], st[j], 1, tg_ndim(x) - 2 + j)) return false;
   }
   return true;
 }
@@ -442,7 +500,7 @@ static tg_tensor *pool_args(const char *op, tg_tensor *x, const int kernel[2], c
   if (!kernel) return tensor_error("%s: kernel is NULL", op);
   if (!get_param(op, "kernel", kernel, 1, 1, k) || !get_param(op, "padding", padding, 0, 0, pad)) return NULL;
   if (stride ? !get_param(op, "stride", stride, 1, 1, st) : !get_param(op, "kernel", kernel, 1, 1, st)) return NULL;
-  if (!check_pool(op, x, kernel, k, pad)) return NULL;
+  if (!check_pool(op, x, kernel, k, st, pad)) return NULL;
   return pool_windows(pad_or_crop(x, pad, pad, NSP, fill), k, st, one, NSP);
 }
 

@@ -36,7 +36,7 @@ static tg_tensor *layer_error(const char *op) {
 
 /* PyTorch's bound 1/sqrt(fan_in) for Linear/Conv biases (and, via kaiming_uniform(a=sqrt(5)),
  * for their weights). */
-static double fan_in_bound(int64_t fan_in) { return 1.0 / sqrt((double)fan_in); }
+static double fan_in_bound(double fan_in) { return 1.0 / sqrt(fan_in); }
 
 /* Add "prefix.name" → tensor for each non-NULL tensor. All names are checked first, so on a
  * duplicate nothing is added. */
@@ -83,12 +83,12 @@ int tg_linear_init(tg_linear *l, int64_t in, int64_t out, bool bias) {
   tg_scope *s = tg_scope_begin();
   int64_t wshape[2] = {out, in};
   l->weight = own(tg_kaiming_uniform(wshape, 2, sqrt(5.0), TG_FLOAT32), true);
-  double b = fan_in_bound(in);
+  double b = fan_in_bound((double)in);
   if (bias) l->bias = own(tg_uniform(&out, 1, -b, b, TG_FLOAT32), true);
   tg_scope_end(s);
   if (l->weight && (l->bias || !bias)) return 0;
   tg_linear_free(l);
-  return TG_ERR_NOMEM;
+  return tg_error_status_or(TG_ERR_NOMEM);
 }
 
 /* x (..., in) → x @ weight^T + bias, (..., out). */
@@ -133,12 +133,12 @@ int tg_conv2d_init(tg_conv2d_layer *c, int64_t cin, int64_t cout, int kh, int kw
   tg_scope *s = tg_scope_begin();
   int64_t wshape[4] = {cout, cin / groups, kh, kw};
   c->weight = own(tg_kaiming_uniform(wshape, 4, sqrt(5.0), TG_FLOAT32), true);
-  double b = fan_in_bound(cin / groups * kh * kw);
+  double b = fan_in_bound((double)(cin / groups) * kh * kw); /* double: huge sizes cannot overflow */
   if (bias) c->bias = own(tg_uniform(&cout, 1, -b, b, TG_FLOAT32), true);
   tg_scope_end(s);
   if (c->weight && (c->bias || !bias)) return 0;
   tg_conv2d_free(c);
-  return TG_ERR_NOMEM;
+  return tg_error_status_or(TG_ERR_NOMEM);
 }
 
 tg_tensor *tg_conv2d_forward(tg_conv2d_layer *c, tg_tensor *x) {
@@ -175,7 +175,7 @@ int tg_batchnorm2d_init(tg_batchnorm2d *b, int64_t channels) {
   tg_scope_end(s);
   if (b->weight && b->bias && b->running_mean && b->running_var && b->num_batches_tracked) return 0;
   tg_batchnorm2d_free(b);
-  return TG_ERR_NOMEM;
+  return tg_error_status_or(TG_ERR_NOMEM);
 }
 
 /* In training mode the running statistics and num_batches_tracked are updated lazily: they
@@ -228,7 +228,7 @@ int tg_layernorm_init(tg_layernorm_layer *l, const int64_t *shape, int naxes, do
   tg_scope_end(s);
   if (l->weight && l->bias) return 0;
   tg_layernorm_free(l);
-  return TG_ERR_NOMEM;
+  return tg_error_status_or(TG_ERR_NOMEM);
 }
 
 tg_tensor *tg_layernorm_forward(tg_layernorm_layer *l, tg_tensor *x) {
@@ -259,7 +259,7 @@ int tg_rmsnorm_init(tg_rmsnorm_layer *l, const int64_t *shape, int naxes, double
   tg_scope *s = tg_scope_begin();
   l->weight = own(tg_ones(shape, naxes, TG_FLOAT32), true);
   tg_scope_end(s);
-  return l->weight ? 0 : TG_ERR_NOMEM;
+  return l->weight ? 0 : tg_error_status_or(TG_ERR_NOMEM);
 }
 
 tg_tensor *tg_rmsnorm_forward(tg_rmsnorm_layer *l, tg_tensor *x) {
@@ -295,7 +295,7 @@ int tg_groupnorm_init(tg_groupnorm_layer *l, int groups, int64_t channels, doubl
   tg_scope_end(s);
   if (l->weight && l->bias) return 0;
   tg_groupnorm_free(l);
-  return TG_ERR_NOMEM;
+  return tg_error_status_or(TG_ERR_NOMEM);
 }
 
 tg_tensor *tg_groupnorm_forward(tg_groupnorm_layer *l, tg_tensor *x) {
@@ -329,7 +329,7 @@ int tg_embedding_init(tg_embedding *e, int64_t num, int64_t dim) {
   int64_t shape[2] = {num, dim};
   e->weight = own(tg_normal(shape, 2, 0.0, 1.0, TG_FLOAT32), true);
   tg_scope_end(s);
-  return e->weight ? 0 : TG_ERR_NOMEM;
+  return e->weight ? 0 : tg_error_status_or(TG_ERR_NOMEM);
 }
 
 /* Row lookup by tg_index_select: a compare-and-sum over the vocabulary that fuses into one

@@ -9,6 +9,7 @@
 #include <time.h>
 
 static _Thread_local char last_error[1024];
+static _Thread_local int last_status;
 tg_stats tg_global_stats;
 
 int tg_set_error(int status, const char *fmt, ...) {
@@ -16,12 +17,14 @@ int tg_set_error(int status, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(last_error, sizeof last_error, fmt, ap);
   va_end(ap);
+  last_status = status;
   if (tg_debug() >= 1) fprintf(stderr, "tg error: %s\n", last_error);
   return status;
 }
 
 const char *tg_last_error(void) { return last_error; }
-void tg_clear_error(void) { last_error[0] = 0; }
+void tg_clear_error(void) { last_error[0] = 0, last_status = TG_OK; }
+int tg_error_status(void) { return last_error[0] ? last_status : TG_OK; }
 
 const char *tg_fmt_shape(char *buf, size_t cap, const int64_t *shape, int ndim) {
   size_t n = (size_t)snprintf(buf, cap, "(");
@@ -122,9 +125,10 @@ uint64_t hash_bytes(const void *data, size_t n, uint64_t seed) {
 }
 
 int vec_grow(void **v, size_t *cap, size_t need, size_t elem) {
-  size_t ncap = *cap ? *cap : 8;
-  while (ncap < need) ncap *= 2;
-  void *nv = realloc(*v, ncap * elem);
+  size_t ncap = *cap ? *cap : 8, bytes;
+  while (ncap < need && ncap <= SIZE_MAX / 2) ncap *= 2;
+  if (ncap < need || __builtin_mul_overflow(ncap, elem, &bytes)) return -1; /* no wrapped size */
+  void *nv = realloc(*v, bytes);
   if (!nv) return -1;
   *v = nv, *cap = ncap;
   return 0;

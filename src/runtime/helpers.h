@@ -9,8 +9,21 @@
 
 /* Errors: set the thread's message (printf-style) and return the status. */
 int tg_set_error(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The status of the thread's last error (TG_OK after tg_clear_error): what a function that
+ * returned NULL would have returned as an int. */
+int tg_error_status(void);
+/* The last error's status when one is set, else fallback: for a function that saw a callee
+ * fail (it returned NULL) and must return a status. */
+static inline int tg_error_status_or(int fallback) { return tg_error_status() < 0 ? tg_error_status() : fallback; }
 /* Format a shape as "(2, 3)" into buf. */
 const char *tg_fmt_shape(char *buf, size_t cap, const int64_t *shape, int ndim);
+
+/* Checked arithmetic: every size or index computed from user numbers goes through these
+ * (docs/errors.md). They store the exact result and return true, or return false when it
+ * does not fit in int64 (then *out is unspecified). */
+static inline bool ck_add(int64_t a, int64_t b, int64_t *out) { return !__builtin_add_overflow(a, b, out); }
+static inline bool ck_sub(int64_t a, int64_t b, int64_t *out) { return !__builtin_sub_overflow(a, b, out); }
+static inline bool ck_mul(int64_t a, int64_t b, int64_t *out) { return !__builtin_mul_overflow(a, b, out); }
 
 /* Environment knobs, read once (DEBUG, SPEC, CACHELEVEL, …). */
 int tg_getenv_int(const char *name, int dflt);

@@ -10,6 +10,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "tensor/shape.h"
 #include "tensor/tensor.h"
 
 /* ---------------------------------------------------------------- threefry-2x32 */
@@ -111,19 +112,15 @@ static bits draw_bits(int64_t n) {
 #define POOL_BEGIN size_t pool_mark_ = uop_pool_mark()
 #define POOL_END(u) do { tg_tensor *r_ = tensor_wrap(u); uop_pool_release(pool_mark_); return r_; } while (0)
 
+/* A valid shape (tensor/shape.h) of at most 2^32 elements: one draw of the 64-bit counter
+ * stream per element. */
 static bool valid_shape(const char *op, const int64_t *shape, int nd, int64_t *numel) {
-  if (nd < 0 || nd > TG_MAX_DIMS || (nd && !shape)) return tensor_error("%s: invalid rank %d", op, nd), false;
-  int64_t n = 1;
-  for (int i = 0; i < nd; i++) {
-    if (shape[i] < 0 || (shape[i] && n > ((int64_t)1 << 32) / shape[i])) {
-      char buf[256];
-      tensor_error("%s: invalid shape %s (sizes >= 0, at most 2^32 elements)", op, tg_fmt_shape(buf, sizeof buf, shape, nd));
-      return false;
-    }
-    n *= shape[i];
-  }
-  *numel = n;
-  return true;
+  if (!shape_check(op, shape, nd, TG_UINT64)) return false; /* 8 bytes: the widest draw */
+  *numel = shape_numel(shape, nd);
+  if (*numel <= ((int64_t)1 << 32)) return true;
+  char buf[256];
+  shape_error("%s: shape %s has more than 2^32 elements", op, tg_fmt_shape(buf, sizeof buf, shape, nd));
+  return false;
 }
 
 static bool float_dtype(const char *op, tg_dtype dt) {

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "codegen/codegen.h" /* cpu_vector_bytes: the panel width */
+#include "tensor/shape.h"
 #include "tensor/tensor.h"
 
 #define POOL_BEGIN size_t pool_mark_ = uop_pool_mark()
@@ -18,16 +19,17 @@ uop *ureduce(uop *x, uop_op op, const int *axes, int naxes) {
   return uop_new(OP_REDUCE_AXIS, x->dtype, &x, 1, arg, n);
 }
 
-/* Normalize an axis list into a sorted mask; naxes == 0 means all axes. */
+/* Normalize an axis list into a sorted mask; naxes == 0 means all axes. A 0-d tensor takes
+ * axis 0 or -1 and reduces nothing (PyTorch). */
 static bool axes_mask(const char *op, tg_tensor *t, const int *axes, int naxes, bool *mask) {
   int nd = tg_ndim(t);
   memset(mask, 0, sizeof(bool) * TG_MAX_DIMS);
-  if (naxes < 0 || (naxes > 0 && !axes)) return tensor_error("%s: invalid axes", op), false;
+  if (naxes < 0 || (naxes > 0 && !axes)) return tensor_error("%s: invalid axes (naxes %d)", op, naxes), false;
   if (naxes == 0)
     for (int i = 0; i < nd; i++) mask[i] = true;
   for (int i = 0; i < naxes; i++) {
-    int a = axes[i] < 0 ? axes[i] + nd : axes[i];
-    if (a < 0 || a >= nd) return tensor_error("%s: axis %d out of range for rank %d", op, axes[i], nd), false;
+    int a = axes[i];
+    if (!normalize_axis(op, &a, nd, AXIS_OF_SCALAR)) return false;
     if (mask[a]) return tensor_error("%s: axis %d repeated", op, axes[i]), false;
     mask[a] = true;
   }
@@ -84,6 +86,8 @@ tg_tensor *tg_min(tg_tensor *t, const int *axes, int naxes, bool keepdim) {
 
 tg_tensor *tg_any(tg_tensor *t, const int *axes, int naxes, bool keepdim) {
   if (!t) return null_arg("any");
+  bool mask[TG_MAX_DIMS];
+  if (!axes_mask("any", t, axes, naxes, mask)) return NULL;
   tg_scope *s = tg_scope_begin();
   tg_tensor *r = tg_keep(tg_max(tg_cast(t, TG_BOOL), axes, naxes, keepdim));
   tg_scope_end(s);
@@ -92,6 +96,8 @@ tg_tensor *tg_any(tg_tensor *t, const int *axes, int naxes, bool keepdim) {
 
 tg_tensor *tg_all(tg_tensor *t, const int *axes, int naxes, bool keepdim) {
   if (!t) return null_arg("all");
+  bool mask[TG_MAX_DIMS];
+  if (!axes_mask("all", t, axes, naxes, mask)) return NULL;
   tg_scope *s = tg_scope_begin();
   tg_tensor *r = tg_keep(tg_min(tg_cast(t, TG_BOOL), axes, naxes, keepdim));
   tg_scope_end(s);
@@ -133,6 +139,8 @@ tg_tensor *tg_var(tg_tensor *t, const int *axes, int naxes, bool keepdim, double
 
 tg_tensor *tg_std(tg_tensor *t, const int *axes, int naxes, bool keepdim, double correction) {
   if (!t) return null_arg("std");
+  bool mask[TG_MAX_DIMS];
+  if (!axes_mask("std", t, axes, naxes, mask)) return NULL;
   tg_scope *s = tg_scope_begin();
   tg_tensor *r = tg_keep(tg_sqrt(tg_var(t, axes, naxes, keepdim, correction)));
   tg_scope_end(s);
@@ -148,10 +156,8 @@ static tg_tensor *axis_iota(int64_t n, int axis, int nd, tg_dtype dt) {
 
 static tg_tensor *arg_extreme(const char *name, tg_tensor *t, int axis, bool keepdim, bool is_max) {
   if (!t) return null_arg(name);
-  int nd = tg_ndim(t);
-  int a = axis < 0 ? axis + nd : axis;
-  if (nd == 0 && (axis == 0 || axis == -1)) a = 0;
-  if (nd > 0 && (a < 0 || a >= nd)) return tensor_error("%s: axis %d out of range for rank %d", name, axis, nd);
+  int nd = tg_ndim(t), a = axis;
+  if (!normalize_axis(name, &a, nd, AXIS_OF_SCALAR)) return NULL; /* 0-d: a = 0 of the (1,) view below */
   tg_scope *s = tg_scope_begin();
   tg_tensor *x = nd ? t : tg_reshape(t, (int64_t[]){1}, 1);
   if (!is_max) /* argmin(x) = argmax(-x) (floats) or argmax(~x) (ints) */
@@ -169,11 +175,9 @@ static tg_tensor *arg_extreme(const char *name, tg_tensor *t, int axis, bool kee
 tg_tensor *tg_argmax(tg_tensor *t, int axis, bool keepdim) { return arg_extreme("argmax", t, axis, keepdim, true); }
 tg_tensor *tg_argmin(tg_tensor *t, int axis, bool keepdim) { return arg_extreme("argmin", t, axis, keepdim, false); }
 
+/* One axis of t (a 0-d tensor takes 0 and -1: the caller handles rank 0). */
 static bool one_axis(const char *name, tg_tensor *t, int *axis) {
-  int nd = tg_ndim(t), a = *axis < 0 ? *axis + nd : *axis;
-  if (a < 0 || a >= nd) return tensor_error("%s: axis %d out of range for rank %d", name, *axis, nd), false;
-  *axis = a;
-  return true;
+  return normalize_axis(name, axis, tg_ndim(t), AXIS_OF_SCALAR);
 }
 
 tg_tensor *tg_softmax(tg_tensor *t, int axis) {
@@ -215,12 +219,17 @@ tg_tensor *tg_log_softmax(tg_tensor *t, int axis) {
 
 tg_tensor *tg_cumsum(tg_tensor *t, int axis) {
   if (!t) return null_arg("cumsum");
-  if (tg_ndim(t) == 0) return tg_sum(t, NULL, 0, false);
   if (!one_axis("cumsum", t, &axis)) return NULL;
+  if (tg_ndim(t) == 0) return tg_sum(t, NULL, 0, false);
   /* out[.., i, ..] = sum_j x[.., j, ..] * (j <= i): x gets a new axis i after `axis` */
-  tg_scope *s = tg_scope_begin();
   int nd = tg_ndim(t);
-  int64_t n = uop_shape(t->u)[axis];
+  int64_t n = uop_shape(t->u)[axis], wide[TG_MAX_DIMS + 1];
+  for (int i = 0, k = 0; i < nd; i++) {
+    wide[k++] = uop_shape(t->u)[i];
+    if (i == axis) wide[k++] = n;
+  }
+  if (!shape_check("cumsum", wide, nd + 1, dtype_sum_acc(tg_get_dtype(t)))) return NULL; /* the (.., j, i, ..) mask */
+  tg_scope *s = tg_scope_begin();
   tg_tensor *x = tg_cast(t, dtype_sum_acc(tg_get_dtype(t)));
   tg_tensor *xe = tg_unsqueeze(x, axis + 1); /* (.., j, 1, ..) */
   tg_tensor *j = axis_iota(n, axis, nd + 1, TG_INT32), *i = axis_iota(n, axis + 1, nd + 1, TG_INT32);
@@ -238,8 +247,12 @@ tg_tensor *tg_one_hot(tg_tensor *index, int64_t num_classes, tg_dtype dtype) {
   if (!dtype_is_int(tg_get_dtype(index)))
     return tensor_error("one_hot: index must be an integer tensor, got %s", tg_dtype_name(tg_get_dtype(index)));
   if (!dtype_valid((int)dtype)) return tensor_error("one_hot: invalid dtype %d", (int)dtype);
-  tg_scope *s = tg_scope_begin();
   int nd = tg_ndim(index);
+  int64_t out[TG_MAX_DIMS + 1];
+  memcpy(out, uop_shape(index->u), sizeof(int64_t) * (size_t)nd);
+  out[nd] = num_classes;
+  if (!shape_check("one_hot", out, nd + 1, dtype)) return NULL; /* also a rank-64 index */
+  tg_scope *s = tg_scope_begin();
   tg_tensor *classes = axis_iota(num_classes, nd, nd + 1, TG_INT64);
   tg_tensor *r = tg_keep(tg_cast(tg_eq(tg_unsqueeze(tg_cast(index, TG_INT64), -1), classes), dtype));
   tg_scope_end(s);
@@ -259,6 +272,18 @@ static tg_tensor *select_sum(tg_tensor *mask, tg_tensor *x, int axis) {
   return r;
 }
 
+/* op(t as a (1,) view, 0, index as a (1,) view when it is 0-d too), reshaped to index's
+ * shape: gather and index_select of a 0-d tensor, which has axis 0 as if it were (1,). */
+static tg_tensor *select_from_scalar(tg_tensor *(*op)(tg_tensor *, int, tg_tensor *), tg_tensor *t, tg_tensor *index) {
+  int64_t one = 1;
+  tg_scope *s = tg_scope_begin();
+  tg_tensor *i1 = tg_ndim(index) == 0 ? tg_reshape(index, &one, 1) : index;
+  tg_tensor *r = op(tg_reshape(t, &one, 1), 0, i1);
+  r = tg_keep(r ? tg_reshape(r, uop_shape(index->u), tg_ndim(index)) : NULL);
+  tg_scope_end(s);
+  return r;
+}
+
 tg_tensor *tg_gather(tg_tensor *t, int axis, tg_tensor *index) {
   if (!t || !index) return null_arg("gather");
   int nd = tg_ndim(t);
@@ -268,6 +293,7 @@ tg_tensor *tg_gather(tg_tensor *t, int axis, tg_tensor *index) {
   char a[256], b[256];
   if (tg_ndim(index) != nd)
     return tensor_error("gather: index rank %d differs from input rank %d", tg_ndim(index), nd);
+  if (nd == 0) return select_from_scalar(tg_gather, t, index);
   int64_t st[TG_MAX_DIMS] = {0}, en[TG_MAX_DIMS];
   for (int i = 0; i < nd; i++) {
     en[i] = i == axis ? uop_shape(t->u)[i] : uop_shape(index->u)[i];
@@ -296,7 +322,9 @@ tg_tensor *tg_index_select(tg_tensor *t, int axis, tg_tensor *index) {
   if (!dtype_is_int(tg_get_dtype(index)))
     return tensor_error("index_select: index must be an integer tensor, got %s", tg_dtype_name(tg_get_dtype(index)));
   int nd = tg_ndim(t), ni = tg_ndim(index);
-  if (nd + ni > TG_MAX_DIMS) return tensor_error("index_select: rank too large");
+  if (nd == 0) return select_from_scalar(tg_index_select, t, index);
+  if (nd + ni > TG_MAX_DIMS) /* the selection is built with rank nd + ni */
+    return shape_error("index_select: input rank %d plus index rank %d is above %d", nd, ni, TG_MAX_DIMS);
   /* out dims: A (axis dims before), I (index dims), M (selected, reduced), B (after) */
   int64_t xs[TG_MAX_DIMS], ms[TG_MAX_DIMS];
   int n = 0;

@@ -1,5 +1,6 @@
 /* tensor.c — tensor handles, scopes, creation, inspection and realization. */
 #include "tensor/tensor.h"
+#include "tensor/shape.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -107,7 +108,7 @@ void tg_free(tg_tensor *t) {
 }
 
 tg_tensor *tensor_wrap(uop *u) {
-  if (!u) return NULL;
+  if (!u || !shape_check_uop("tensor result", u)) return NULL; /* every tensor's shape is valid (shape.h) */
   tg_tensor *t = calloc(1, sizeof *t);
   if (!t) return tensor_error("out of memory"), NULL;
   uop_incref(u);
@@ -139,21 +140,9 @@ static bool check_dtype(const char *op, tg_dtype dt) {
   return false;
 }
 
-static bool check_shape(const char *op, const int64_t *shape, int nd) {
-  if (nd < 0 || nd > TG_MAX_DIMS || (nd > 0 && !shape)) {
-    tensor_error("%s: invalid rank %d (0..%d, shape not NULL)", op, nd, TG_MAX_DIMS);
-    return false;
-  }
-  int64_t numel = 1;
-  for (int i = 0; i < nd; i++) {
-    if (shape[i] < 0 || (shape[i] && numel > INT64_MAX / 8 / shape[i])) {
-      char buf[256];
-      tensor_error("%s: invalid shape %s", op, tg_fmt_shape(buf, sizeof buf, shape, nd));
-      return false;
-    }
-    numel *= shape[i];
-  }
-  return true;
+/* A valid dtype and a valid shape of it (tensor/shape.h). */
+static bool check_request(const char *op, tg_dtype dt, const int64_t *shape, int nd) {
+  return check_dtype(op, dt) && shape_check(op, shape, nd, dt);
 }
 
 /* ---------------------------------------------------------------- graph helpers */
@@ -191,7 +180,7 @@ static uop *uiota(int64_t n) { return uop_new(OP_IOTA, TG_INT64, NULL, 0, &n, 1)
 #define POOL_END(u) do { tg_tensor *r_ = tensor_wrap(u); uop_pool_release(pool_mark_); return r_; } while (0)
 
 tg_tensor *tg_from_data(const void *data, tg_dtype dtype, const int64_t *shape, int ndim) {
-  if (!check_dtype("from_data", dtype) || !check_shape("from_data", shape, ndim)) return NULL;
+  if (!check_request("from_data", dtype, shape, ndim)) return NULL;
   int64_t numel = shape_numel(shape, ndim);
   if (!data && numel) return tensor_error("from_data: data is NULL");
   POOL_BEGIN;
@@ -205,7 +194,7 @@ tg_tensor *tg_from_data(const void *data, tg_dtype dtype, const int64_t *shape, 
 }
 
 tg_tensor *tg_full(const int64_t *shape, int ndim, double value, tg_dtype dtype) {
-  if (!check_dtype("full", dtype) || !check_shape("full", shape, ndim)) return NULL;
+  if (!check_request("full", dtype, shape, ndim)) return NULL;
   POOL_BEGIN;
   POOL_END(ubroadcast_scalar(uop_value(dtype, value), shape, ndim)); /* the value is a kernel argument */
 }
@@ -215,7 +204,7 @@ tg_tensor *tg_ones(const int64_t *shape, int ndim, tg_dtype dtype) { return tg_f
 tg_tensor *tg_scalar(double value, tg_dtype dtype) { return tg_full(NULL, 0, value, dtype); }
 
 tg_tensor *tg_empty(const int64_t *shape, int ndim, tg_dtype dtype) {
-  if (!check_dtype("empty", dtype) || !check_shape("empty", shape, ndim)) return NULL;
+  if (!check_request("empty", dtype, shape, ndim)) return NULL;
   POOL_BEGIN;
   POOL_END(buffer_new(dtype, shape, ndim));
 }
@@ -235,9 +224,11 @@ tg_tensor *tg_arange(double start, double stop, double step, tg_dtype dtype) {
   if (!check_dtype("arange", dtype)) return NULL;
   if (step == 0 || !isfinite(start) || !isfinite(stop) || !isfinite(step))
     return tensor_error("arange: invalid range start=%g stop=%g step=%g", start, stop, step);
-  double count = ceil((stop - start) / step);
+  double count = ceil((stop - start) / step); /* may be inf: compared before any cast */
+  if (!(count <= 0x1p62))
+    return shape_error("arange: too many elements (%g) for start=%g stop=%g step=%g", count, start, stop, step);
   int64_t n = count > 0 ? (int64_t)count : 0;
-  if (count > 1e15) return tensor_error("arange: too many elements (%g)", count);
+  if (!shape_check("arange", &n, 1, dtype)) return NULL;
   POOL_BEGIN;
   bool exact_int = !dtype_is_float(dtype) && start == floor(start) && step == floor(step);
   tg_dtype calc = exact_int ? TG_INT64 : TG_FLOAT64; /* numpy computes start + i*step in 64 bits */
@@ -248,7 +239,8 @@ tg_tensor *tg_arange(double start, double stop, double step, tg_dtype dtype) {
 
 tg_tensor *tg_linspace(double start, double stop, int64_t n, tg_dtype dtype) {
   if (!check_dtype("linspace", dtype)) return NULL;
-  if (n < 0 || !isfinite(start) || !isfinite(stop)) return tensor_error("linspace: invalid n=%lld", (long long)n);
+  if (!isfinite(start) || !isfinite(stop)) return tensor_error("linspace: start=%g and stop=%g must be finite", start, stop);
+  if (!shape_check("linspace", &n, 1, dtype)) return NULL;
   POOL_BEGIN;
   double step = n > 1 ? (stop - start) / (double)(n - 1) : 0;
   uop *idx = uiota(n), *i = ucast(idx, TG_FLOAT64);
@@ -260,9 +252,9 @@ tg_tensor *tg_linspace(double start, double stop, int64_t n, tg_dtype dtype) {
 
 tg_tensor *tg_eye(int64_t n, int64_t m, tg_dtype dtype) {
   if (!check_dtype("eye", dtype)) return NULL;
-  if (n < 0 || m < 0) return tensor_error("eye: invalid size %lld x %lld", (long long)n, (long long)m);
-  POOL_BEGIN;
   int64_t s[2] = {n, m}, col[2] = {n, 1}, row[2] = {1, m};
+  if (!shape_check("eye", s, 2, dtype)) return NULL;
+  POOL_BEGIN;
   uop *a = ushape_expand(ushape_reshape(uiota(n), col, 2), s, 2);
   uop *b = ushape_expand(ushape_reshape(uiota(m), row, 2), s, 2);
   POOL_END(ucast(uop_alu(OP_CMPEQ, a, b), dtype));
@@ -274,9 +266,7 @@ int tg_ndim(const tg_tensor *t) { return t ? uop_ndim(t->u) : -1; }
 
 int64_t tg_dim(const tg_tensor *t, int axis) {
   if (!t) return null_arg("dim"), -1;
-  int nd = uop_ndim(t->u);
-  if (axis < 0) axis += nd;
-  if (axis < 0 || axis >= nd) return tensor_error("dim: axis out of range for rank %d", nd), -1;
+  if (!normalize_axis("dim", &axis, uop_ndim(t->u), AXIS_OF)) return -1;
   return uop_shape(t->u)[axis];
 }
 
@@ -285,6 +275,7 @@ tg_dtype tg_get_dtype(const tg_tensor *t) { return t ? (tg_dtype)t->u->dtype : T
 
 int tg_shape(const tg_tensor *t, int64_t *out, int cap) {
   if (!t) return null_arg("shape"), -1;
+  if (!out && cap > 0) return tensor_error("shape: out is NULL (cap %d)", cap), -1;
   int nd = uop_ndim(t->u);
   for (int i = 0; i < nd && i < cap; i++) out[i] = uop_shape(t->u)[i];
   return nd;

@@ -220,10 +220,20 @@ uop *uop_mul(uop *a, uop *b) { return uop_alu(OP_MUL, a, b); }
 
 /* ---------------------------------------------------------------- shapes */
 
+/* -1 for a negative size or an overflow (never for the shape of a tensor: see tensor/shape.h). */
 int64_t shape_numel(const int64_t *shape, int ndim) {
   int64_t n = 1;
-  for (int i = 0; i < ndim; i++) n *= shape[i];
+  for (int i = 0; i < ndim; i++)
+    if (shape[i] < 0 || !ck_mul(n, shape[i], &n)) return -1;
   return n;
+}
+
+/* Size i of a PAD or SHRINK from its source size; -1 (an invalid size the frontend rejects)
+ * where the exact result does not fit in int64. */
+static int64_t view_size(const uop *u, int i, int64_t in) {
+  int64_t r, lo = u->arg[2 * i], hi = u->arg[2 * i + 1];
+  bool ok = u->op == OP_PAD ? ck_add(in, lo, &r) && ck_add(r, hi, &r) : ck_sub(hi, lo, &r);
+  return ok ? r : -1;
 }
 
 /* Fill u->shape/ndim from op, sources and arg. */
@@ -251,8 +261,7 @@ static void compute_shape(uop *u) {
   for (int i = 0; i < nd; i++) {
     switch (u->op) {
       case OP_PERMUTE: u->shape[i] = uop_shape(s0)[u->arg[i]]; break;
-      case OP_PAD: u->shape[i] += u->arg[2 * i] + u->arg[2 * i + 1]; break;
-      case OP_SHRINK: u->shape[i] = u->arg[2 * i + 1] - u->arg[2 * i]; break;
+      case OP_PAD: case OP_SHRINK: u->shape[i] = view_size(u, i, u->shape[i]); break;
       default: break;
     }
   }
