@@ -3,7 +3,13 @@
  * runs: by default as many as take about half a second, at least 5) next to OpenBLAS
  * cblas_sgemm in the same run, with the ratio, and a check that the two results agree.
  *
- *   build/bench_matmul [N [RUNS]]      (linked with -lopenblas, see the Makefile) */
+ * `--processes P` runs the same measurement in P fresh processes (processes.h) and prints each
+ * one's GFLOPS (median and best of its runs), how many cores its tg runs kept busy (CPU time /
+ * wall time: 2 threads that both work read near 2), and the other processes' share of the
+ * machine; PASS when every process's median is within 15% of the median over processes.
+ *
+ *   build/bench_matmul [N [RUNS]]            (linked with -lopenblas, see the Makefile)
+ *   build/bench_matmul --processes P [N]     (default P = 10) */
 #include <cblas.h>
 #include <math.h>
 #include <stdint.h>
@@ -13,6 +19,8 @@
 #include <time.h>
 #include <unistd.h>
 #include <tg.h>
+
+#include "processes.h"
 
 static double now(void) {
   struct timespec t;
@@ -75,10 +83,82 @@ static bool openblas_below_cpu(void) {
 #endif
 }
 
+enum { CHILD_RUNS = 1024 };
+
+/* One process of --processes: tg for about half a second, then OpenBLAS as long. Prints
+ * "RESULT tg-median tg-best blas-median blas-best tg-cores others-percent huge-MiB" (GFLOPS;
+ * the cores tg's runs kept busy; the other processes' share of the machine meanwhile; the
+ * process's memory in huge pages). */
+static int child(int n) {
+  size_t count = (size_t)n * (size_t)n, bytes = count * sizeof(float);
+  float *a = malloc(bytes), *b = malloc(bytes), *c = malloc(bytes);
+  double *times = malloc(CHILD_RUNS * sizeof *times), flop = 2.0 * n * (double)n * n;
+  if (!a || !b || !c || !times) return fprintf(stderr, "out of memory\n"), 1;
+  fill(a, count, 1), fill(b, count, 2);
+  int64_t shape[2] = {n, n};
+  tg_tensor *ta = tg_from_data(a, TG_FLOAT32, shape, 2), *tb = tg_from_data(b, TG_FLOAT32, shape, 2);
+  if (!ta || !tb) return fprintf(stderr, "%s\n", tg_last_error()), 1;
+  tg_run(ta, tb, NULL, 0); /* compiles (or loads) the kernels */
+  cpu_sample s0 = cpu_sample_now();
+  double t0 = now();
+  int k = 0;
+  while (k < CHILD_RUNS && (k < 5 || now() - t0 < 0.5)) times[k++] = tg_run(ta, tb, NULL, 0);
+  double wall = now() - t0;
+  cpu_sample s1 = cpu_sample_now();
+  double huge = huge_page_mib(), tg_med = median_of(times, k), tg_best = tg_med;
+  for (int i = 0; i < k; i++) tg_best = fmin(tg_best, times[i]);
+  blas_run(n, a, b, c);
+  t0 = now(), k = 0;
+  while (k < CHILD_RUNS && (k < 5 || now() - t0 < 0.5)) times[k++] = blas_run(n, a, b, c);
+  double blas_med = median_of(times, k), blas_best = blas_med;
+  for (int i = 0; i < k; i++) blas_best = fmin(blas_best, times[i]);
+  printf("RESULT %.2f %.2f %.2f %.2f %.2f %.1f %.0f\n", flop / tg_med * 1e-9, flop / tg_best * 1e-9,
+         flop / blas_med * 1e-9, flop / blas_best * 1e-9, (s1.self - s0.self) / wall, others_percent(s0, s1), huge);
+  tg_free(ta), tg_free(tb);
+  free(a), free(b), free(c), free(times);
+  return 0;
+}
+
+/* --processes: P fresh processes of child(n), a row each, then the spread over them. */
+static int processes(const char *self, int count, int n) {
+  double v[PROC_MAX][PROC_MAX_VALUES], col[PROC_MAX];
+  char size[32], *args[] = {(char *)self, "--child", size, NULL};
+  snprintf(size, sizeof size, "%d", n);
+  printf("sgemm %d x %d x %d, float32, %d fresh processes (each: tg about 0.5 s, then OpenBLAS, %d threads)\n", n, n, n,
+         count, openblas_get_num_threads());
+  printf("%7s %12s %10s %12s %10s %9s %9s %9s\n", "process", "tg median", "tg best", "BLAS median", "BLAS best",
+         "tg cores", "others %", "huge MiB");
+  int done = 0;
+  for (int p = 0; p < count; p++) {
+    if (run_child(args, v[done]) != 7) { fprintf(stderr, "process %d failed\n", p + 1); continue; }
+    double *r = v[done++];
+    printf("%7d %12.2f %10.2f %12.2f %10.2f %9.2f %9.1f %9.0f\n", p + 1, r[0], r[1], r[2], r[3], r[4], r[5], r[6]);
+  }
+  if (done == 0) return 1;
+  static const char *const names[] = {"tg median", "tg best", "OpenBLAS median", "OpenBLAS best"};
+  double dev = 0;
+  for (int c = 0; c < 4; c++) {
+    for (int p = 0; p < done; p++) col[p] = v[p][c];
+    double d = print_spread(names[c], "GFLOPS", col, done);
+    if (c == 0) dev = d;
+  }
+  bool pass = done == count && dev <= 15;
+  printf("%s: every process's tg median within 15%% of the median over processes (max deviation %.1f%%)\n",
+         pass ? "PASS" : "FAIL", dev);
+  return pass ? 0 : 1;
+}
+
 int main(int argc, char **argv) {
   if (openblas_below_cpu() && !getenv("OPENBLAS_CORETYPE")) { /* run again with the reference at its best */
     setenv("OPENBLAS_CORETYPE", "SkylakeX", 1);
     execv("/proc/self/exe", argv); /* on failure: go on with the core it has */
+  }
+  if (argc > 1 && !strcmp(argv[1], "--child")) return child(argc > 2 ? atoi(argv[2]) : 1024);
+  if (argc > 1 && !strcmp(argv[1], "--processes")) {
+    int count = argc > 2 ? atoi(argv[2]) : 10, n = argc > 3 ? atoi(argv[3]) : 1024;
+    if (count < 1 || count > PROC_MAX || n < 1)
+      return fprintf(stderr, "usage: bench_matmul --processes P [N]   (1 <= P <= %d)\n", PROC_MAX), 2;
+    return processes(argv[0], count, n);
   }
   int n = argc > 1 ? atoi(argv[1]) : 1024, runs = argc > 2 ? atoi(argv[2]) : 5;
   if (n < 1 || runs < 1) return fprintf(stderr, "usage: bench_matmul [N [RUNS]]\n"), 2;

@@ -4,7 +4,12 @@
  * (tg_get_stats) into schedule (fusion, kernel ASTs, buffers), lower (program cache lookups;
  * lowering and rendering when a kernel is new to the process) and build (the rest: the API
  * calls that build forward, backward and optimizer graphs, and autograd).
- *   build/bench_train_step [BATCH] [STEPS] */
+ *
+ * `--processes P` runs the demo conv net's step in P fresh processes (processes.h): each
+ * one's median step, the cores its steps kept busy (CPU time / wall time) and the other
+ * processes' share of the machine; PASS when every process is within 15% of the median.
+ *   build/bench_train_step [BATCH] [STEPS]
+ *   build/bench_train_step --processes P [BATCH [STEPS]]   (default P = 10, batch 512, 5 steps) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +17,7 @@
 #include <tg.h>
 
 #include "nets.h"
+#include "processes.h"
 
 static double now(void) {
   struct timespec t;
@@ -26,6 +32,8 @@ static int cmp_double(const void *a, const void *b) {
 
 typedef struct step_time { double total, kernels, build, schedule, lower; } step_time;
 static step_time first_step;       /* the first step of the last network run */
+static cpu_sample timed_cpu[2];     /* around the timed steps (after the warm-up) of the last run */
+static double timed_wall[2];
 static uint64_t first_step_kernels; /* kernels it compiled (or loaded from the disk cache) */
 
 static int cmp_total(const void *a, const void *b) {
@@ -43,6 +51,7 @@ static step_time tg_step(bool conv, int64_t batch, int steps) {
   step_time *times = calloc((size_t)steps + 2, sizeof *times);
   int i;
   for (i = 0; times && i < steps + 2; i++) {
+    if (i == 2) timed_cpu[0] = cpu_sample_now(), timed_wall[0] = now();
     tg_scope *s = tg_scope_begin();
     tg_stats a = tg_get_stats();
     double t0 = now();
@@ -58,6 +67,7 @@ static step_time tg_step(bool conv, int64_t batch, int steps) {
     tg_scope_end(s);
     if (rc) break;
   }
+  timed_cpu[1] = cpu_sample_now(), timed_wall[1] = now();
   if (times && i == steps + 2) {
     qsort(times + 2, (size_t)steps, sizeof *times, cmp_total);
     result = times[2 + steps / 2];
@@ -82,7 +92,51 @@ static double torch_step_ms(const char *kind, int64_t batch, int steps) {
   return ms;
 }
 
+/* One process of --processes: "RESULT step-ms kernel-ms cores others-percent" of the demo net. */
+static int child(int64_t batch, int steps) {
+  step_time t = tg_step(true, batch, steps);
+  if (t.total < 0) return 1;
+  printf("RESULT %.2f %.2f %.2f %.1f\n", t.total, t.kernels,
+         (timed_cpu[1].self - timed_cpu[0].self) / (timed_wall[1] - timed_wall[0]),
+         others_percent(timed_cpu[0], timed_cpu[1]));
+  return 0;
+}
+
+/* --processes: P fresh processes of child(), a row each, then the spread over them. */
+static int processes(const char *self, int count, int64_t batch, int steps) {
+  double v[PROC_MAX][PROC_MAX_VALUES], col[PROC_MAX];
+  char b[32], st[32], *args[] = {(char *)self, "--child", b, st, NULL};
+  snprintf(b, sizeof b, "%lld", (long long)batch), snprintf(st, sizeof st, "%d", steps);
+  printf("demo conv net training step, batch %lld, median of %d steps, %d fresh processes\n", (long long)batch, steps,
+         count);
+  printf("%7s %10s %10s %9s %9s\n", "process", "step ms", "kernels", "cores", "others %");
+  int done = 0;
+  for (int p = 0; p < count; p++) {
+    if (run_child(args, v[done]) != 4) { fprintf(stderr, "process %d failed\n", p + 1); continue; }
+    double *r = v[done++];
+    printf("%7d %10.1f %10.1f %9.2f %9.1f\n", p + 1, r[0], r[1], r[2], r[3]);
+  }
+  if (done == 0) return 1;
+  for (int p = 0; p < done; p++) col[p] = v[p][0];
+  double dev = print_spread("step", "ms", col, done);
+  for (int p = 0; p < done; p++) col[p] = v[p][1];
+  print_spread("kernels", "ms", col, done);
+  bool pass = done == count && dev <= 15;
+  printf("%s: every process's step within 15%% of the median over processes (max deviation %.1f%%)\n",
+         pass ? "PASS" : "FAIL", dev);
+  return pass ? 0 : 1;
+}
+
 int main(int argc, char **argv) {
+  if (argc > 1 && (!strcmp(argv[1], "--child") || !strcmp(argv[1], "--processes"))) {
+    bool is_child = !strcmp(argv[1], "--child");
+    int at = is_child ? 2 : 3, count = !is_child && argc > 2 ? atoi(argv[2]) : 10;
+    int64_t batch = argc > at ? atoll(argv[at]) : 512;
+    int steps = argc > at + 1 ? atoi(argv[at + 1]) : 5;
+    if (count < 1 || count > PROC_MAX || batch < 1 || steps < 1)
+      return fprintf(stderr, "usage: bench_train_step --processes P [BATCH [STEPS]]   (1 <= P <= %d)\n", PROC_MAX), 2;
+    return is_child ? child(batch, steps) : processes(argv[0], count, batch, steps);
+  }
   int64_t batch = argc > 1 ? atoll(argv[1]) : 512;
   int steps = argc > 2 ? atoi(argv[2]) : 5;
   printf("training step, batch %lld, median of %d steps (after 2 warmup steps)\n", (long long)batch, steps);
