@@ -17,7 +17,10 @@
  * Second table: the demo network's training step (forward, backward, Adam; batch 64), split
  * by stage with tg_get_stats, for the first step in a fresh process (every kernel lowered to
  * source; compiled objects loaded from the disk cache) and for a steady step (programs found
- * in memory). */
+ * in memory).
+ *
+ * Third table: a loop that realizes (x + full(shape, v)) * x 3000 times with a new v each time
+ * (user scalars are kernel arguments: one kernel), next to the same loop with v fixed. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -323,6 +326,51 @@ static void train_step_table(int64_t batch) {
          s[1].kernels);
 }
 
+/* ------------------------------------------------- a scalar that changes every iteration */
+
+/* ms for `iters` realizes of (x + full(shape, v)) * x, with v = i (changing) or v = 1 (fixed),
+ * and the kernels compiled meanwhile; in a fresh child so nothing is in the program cache. */
+static bool scalar_loop_in_child(bool changing, int iters, double out[2]) {
+  int fd[2];
+  if (pipe(fd) < 0) return false;
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fd[0]);
+    const int64_t shape[2] = {64, 64};
+    tg_tensor *x = input(shape, 2, 1.0);
+    tg_realize(x);
+    tg_reset_stats();
+    double t0 = now(), r[2];
+    for (int i = 0; i < iters; i++) {
+      tg_scope *s = tg_scope_begin();
+      tg_realize(tg_mul(tg_add(x, tg_full(shape, 2, changing ? i : 1, TG_FLOAT32)), x));
+      tg_scope_end(s);
+    }
+    r[0] = (now() - t0) * 1e3, r[1] = (double)tg_get_stats().kernels_compiled;
+    ssize_t w = write(fd[1], r, sizeof r);
+    _exit(w == (ssize_t)sizeof r ? 0 : 1);
+  }
+  close(fd[1]);
+  ssize_t got = read(fd[0], out, 2 * sizeof *out);
+  close(fd[0]);
+  int status;
+  waitpid(pid, &status, 0);
+  return got == (ssize_t)(2 * sizeof *out) && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+static void scalar_loop_table(int repeats) {
+  enum { ITERS = 3000 };
+  printf("\n(x + full((64, 64), v)) * x realized %d times in a fresh process (min of %d)\n\n", ITERS, repeats);
+  printf("%-24s %10s %10s %12s\n", "v", "total ms", "µs/iter", "compiled");
+  const char *names[2] = {"1 every time (reference)", "i = 0, 1, ..., 2999"};
+  for (int changing = 0; changing < 2; changing++) {
+    double best[2] = {1e30, 0}, r[2];
+    for (int k = 0; k < repeats; k++)
+      if (scalar_loop_in_child(changing, ITERS, r) && r[0] < best[0]) best[0] = r[0], best[1] = r[1];
+    printf("%-24s %10.1f %10.1f %12.0f\n", names[changing], best[0], best[0] * 1e3 / ITERS, best[1]);
+  }
+}
+
 int main(int argc, char **argv) {
   int repeats = argc > 1 ? atoi(argv[1]) : 3;
   const char *filter = argc > 2 ? argv[2] : NULL;
@@ -364,5 +412,6 @@ int main(int argc, char **argv) {
          "the kernels not yet in the in-memory program cache (cold realize minus loading the cached\n"
          ".so, kernel time and scheduling). cold/warm ms: wall time of the first/second realize.\n");
   if (!filter || strstr("demo train step", filter)) train_step_table(64);
+  if (!filter || strstr("scalar loop", filter)) scalar_loop_table(repeats);
   return 0;
 }

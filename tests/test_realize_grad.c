@@ -191,3 +191,52 @@ TEST(realize_grad_training_step_prints_loss_before_backward) {
     CHECK(g1[i] == g2[i] && w1[i] == w2[i]);
   }
 }
+
+/* A target that only a convolution's own graph reaches (the weight view it multiplies the
+ * windows by) cannot get its gradient from the conv's derivative rule, which knows only the
+ * conv's inputs: an error, not zeros. Through the inputs themselves the gradient is exact. */
+TEST(realize_grad_target_inside_custom_op_is_an_error) {
+  tg_scope *s = tg_scope_begin();
+  static const double xd[16] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+  tg_tensor *x = tg_from_data(xd, F64, (int64_t[]){1, 1, 4, 4}, 4);
+  tg_tensor *w = tg_ones((int64_t[]){1, 1, 3, 3}, 4, F64);
+  tg_tensor *y = total(tg_conv2d(x, w, NULL, (int[]){1, 1}, (int[]){1, 1}, (int[]){1, 1}, 1));
+  tg_tensor *view = tg_reshape(w, (int64_t[]){1, 1, 1, 1, 1, 1, 3, 3}, 8); /* conv.c's weight view */
+  tg_tensor *g = NULL;
+  tg_clear_error();
+  CHECK(tg_gradient(y, &view, 1, &g) == TG_ERR_ARG && g == NULL);
+  CHECK(strstr(tg_last_error(), "inside the value of an op with its own derivative") != NULL);
+  /* dy/dx[i][j] = number of 3x3 windows (padding 1) covering (i, j): 4 at corners, 6 on edges, 9 inside */
+  double gx[16];
+  CHECK(tg_gradient(y, &x, 1, &g) == 0 && tg_to_host(g, gx, sizeof gx) == 0);
+  for (int i = 0; i < 4; i++)
+    for (int j = 0; j < 4; j++) CHECK(gx[i * 4 + j] == (double)((i % 3 ? 3 : 2) * (j % 3 ? 3 : 2)));
+  tg_scope_end(s);
+}
+
+/* A loop that feeds its realized state into the next step (an RNN) stays flat when it
+ * detaches the state, as the docs say (docs/autograd.md, "Memory"). */
+TEST(realize_grad_detached_state_loop_is_flat) {
+  tg_scope *outer = tg_scope_begin();
+  tg_tensor *w = tg_full((int64_t[]){4}, 1, 0.5, F64), *x = tg_full((int64_t[]){4}, 1, 0.25, F64);
+  tg_tensor *h = tg_keep(tg_zeros((int64_t[]){4}, 1, F64));
+  tg_stats mid = {0};
+  double ref = 0;
+  for (int step = 0; step < 60; step++) {
+    tg_scope *s = tg_scope_begin();
+    tg_tensor *next = tg_tanh(tg_add(tg_mul(h, w), x));
+    CHECK(tg_realize(next) == 0);
+    tg_free(h);
+    h = tg_keep(tg_detach(next));
+    tg_scope_end(s);
+    ref = tanh(ref * 0.5 + 0.25);
+    if (step == 9) mid = tg_get_stats();
+  }
+  tg_stats end = tg_get_stats();
+  CHECK(end.uops_alive == mid.uops_alive && end.buffers_alive == mid.buffers_alive);
+  double out[4];
+  CHECK(tg_to_host(h, out, sizeof out) == 0);
+  CHECK_CLOSE(out[0], ref, 1e-12);
+  tg_free(h);
+  tg_scope_end(outer);
+}

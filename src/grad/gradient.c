@@ -229,14 +229,44 @@ static uop *target_of(walk *w, uop *u) {
 
 static bool is_relevant(walk *w, uop *u) { return ptrmap_get(&w->relevant, u) != NULL; }
 
-/* Sources first: a float node is relevant when one of its sources is; DETACH cuts. */
+/* Walk down the relevant nodes from u, not entering `stop`: into `seen`. */
+static int mark_below(walk *w, uop *u, const ptrmap *stop, ptrmap *seen) {
+  if (!is_relevant(w, u) || (stop && ptrmap_has(stop, u)) || ptrmap_has(seen, u)) return 0;
+  if (ptrmap_put(seen, u, u) < 0) return TG_ERR_NOMEM;
+  for (int i = 0; i < u->nsrc; i++)
+    if (mark_below(w, u->src[i], stop, seen) < 0) return TG_ERR_NOMEM;
+  return 0;
+}
+
+/* A GRADFN's rule gives gradients for its inputs only. A target that the value's graph reaches
+ * other than through the inputs (a view of the input made inside a convolution) would get
+ * nothing through it: an error, never a silent zero. */
+static int check_custom_value(walk *w, uop *u) {
+  if (!is_relevant(w, u->src[0])) return 0;
+  ptrmap inputs = {0}, inside = {0};
+  int rc = 0;
+  for (int i = 1; i < u->nsrc && !rc; i++) rc = mark_below(w, u->src[i], NULL, &inputs);
+  if (!rc) rc = mark_below(w, u->src[0], &inputs, &inside);
+  for (size_t i = 0; i < inside.cap && !rc; i++)
+    if (inside.keys[i] && target_of(w, (uop *)inside.keys[i]))
+      rc = tg_set_error(TG_ERR_ARG, "gradient: a target lies inside the value of an op with its own derivative "
+                        "(GRADFN: a convolution) and is not one of its inputs; take the gradient with respect to "
+                        "the op's inputs");
+  ptrmap_free(&inputs), ptrmap_free(&inside);
+  return rc == TG_ERR_NOMEM ? tg_set_error(rc, "gradient: out of memory") : rc;
+}
+
+/* Sources first: a float node is relevant when one of its sources is; DETACH cuts; a GRADFN
+ * is relevant through its inputs only (and checked: check_custom_value). */
 static int mark_relevant(walk *w, uop **order, int n) {
   for (int i = 0; i < n; i++) {
     uop *u = order[i];
+    int rc = u->op == OP_GRADFN ? check_custom_value(w, u) : 0;
+    if (rc < 0) return rc;
     bool rel = target_of(w, u) != NULL;
     if (!rel && dtype_is_float(u->dtype) && u->op != OP_DETACH)
       for (int j = u->op == OP_GRADFN; j < u->nsrc && !rel; j++) rel = is_relevant(w, u->src[j]);
-    if (rel && ptrmap_put(&w->relevant, u, (void *)1) < 0) return TG_ERR_NOMEM;
+    if (rel && ptrmap_put(&w->relevant, u, (void *)1) < 0) return tg_set_error(TG_ERR_NOMEM, "gradient: out of memory");
   }
   return 0;
 }
@@ -280,8 +310,8 @@ int grad_uops(uop *y, uop *const *targets, int n, uop **out) {
   uop **order = NULL;
   int norder = uop_toposort(y, &order), rc = norder < 0 ? TG_ERR_NOMEM : 0;
   for (int i = 0; i < n && !rc; i++) rc = ptrmap_put(&w.targets, targets[i], (void *)(intptr_t)(i + 1));
-  if (!rc) rc = mark_relevant(&w, order, norder);
   if (rc) rc = tg_set_error(TG_ERR_NOMEM, "gradient: out of memory");
+  if (!rc) rc = mark_relevant(&w, order, norder);
   if (!rc) rc = backward_walk(&w, order, norder, y);
   /* a target may appear as several nodes (its buffer and expressions realized into it) */
   ptrmap per_target = {0};

@@ -1,15 +1,13 @@
 /* optim.c — SGD (momentum, Nesterov, weight decay), Adam, AdamW and LAMB.
  *
  * One struct for every optimizer; the kind (a row of opt_kinds[]) supplies the per-parameter
- * update rule. A step builds lazily, with tg_assign,
- *   - the per-step scalars: t += 1, beta1^t *= beta1, beta2^t *= beta2,
- *   - for each parameter with a gradient: its state (momentum buffer, or m and v) and its value,
- * and realizes all of it plus the caller's `also` tensors in one tg_realize_many.
+ * update rule. A step advances the host-side scalars (t, beta1^t, beta2^t), builds lazily, with
+ * tg_assign, each parameter's state (momentum buffer, or m and v) and value, and realizes all
+ * of it plus the caller's `also` tensors in one tg_realize_many.
  *
- * The learning rate and the per-step scalars are realized 0-d device buffers, never graph
- * constants: a step's graph then differs from the previous step's only in which buffers it
- * reads, the kernel ASTs (buffers are PARAM slots) are equal, and the kernels compile once.
- * For the same reason the state starts as realized zeros, so step 1 already has the layout of
+ * The learning rate and the bias corrections are plain numbers handed to the update as user
+ * scalars (tg_mul_s, ...): kernel arguments, so a new learning rate or step never compiles a
+ * new kernel. The state starts as realized zeros, so step 1 already has the buffer layout of
  * every later step. See docs/optim.md for the formulas and their PyTorch equivalents. */
 #include <math.h>
 #include <stdlib.h>
@@ -25,10 +23,9 @@ struct tg_optimizer {
   int nstate;         /* state tensors per parameter */
   tg_tensor **params; /* retained */
   tg_tensor **state;  /* n * nstate, retained; state[i * nstate + k] */
-  tg_tensor *lr;      /* 0-d float32 buffer */
-  tg_tensor *t;       /* 0-d int32 step count */
-  tg_tensor *b1t;     /* 0-d float32 beta1^t (Adam family only) */
-  tg_tensor *b2t;     /* 0-d float32 beta2^t */
+  double lr;
+  int64_t t;          /* steps taken */
+  double b1t, b2t;    /* beta1^t, beta2^t (the Adam family's bias corrections are 1 - these) */
   double momentum, weight_decay, beta1, beta2, eps;
   bool nesterov;
 };
@@ -54,7 +51,7 @@ static tg_tensor *sgd_update(tg_optimizer *o, tg_tensor *p, tg_tensor *g, tg_ten
     if (tg_assign(buf, tg_add(tg_mul_s(buf, o->momentum), g)) < 0) return NULL;
     g = o->nesterov ? tg_add(g, tg_mul_s(buf, o->momentum)) : buf;
   }
-  return tg_sub(p, tg_mul(o->lr, g));
+  return tg_sub(p, tg_mul_s(g, o->lr));
 }
 
 /* m and v after this step (assigned), shared by Adam, AdamW and LAMB. */
@@ -70,10 +67,9 @@ static int adam_moments(tg_optimizer *o, tg_tensor *g, tg_tensor **state) {
  *   p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps) */
 static tg_tensor *adam_update(tg_optimizer *o, tg_tensor *p, tg_tensor *g, tg_tensor **state) {
   if (adam_moments(o, g, state) < 0) return NULL;
-  if (o->kind->decoupled_wd && o->weight_decay != 0) p = tg_mul(p, tg_rsub_s(1, tg_mul_s(o->lr, o->weight_decay)));
-  tg_tensor *step_size = tg_div(o->lr, tg_rsub_s(1, o->b1t));
-  tg_tensor *denom = tg_add_s(tg_div(tg_sqrt(state[1]), tg_sqrt(tg_rsub_s(1, o->b2t))), o->eps);
-  return tg_sub(p, tg_mul(step_size, tg_div(state[0], denom)));
+  if (o->kind->decoupled_wd && o->weight_decay != 0) p = tg_mul_s(p, 1 - o->lr * o->weight_decay);
+  tg_tensor *denom = tg_add_s(tg_div_s(tg_sqrt(state[1]), sqrt(1 - o->b2t)), o->eps);
+  return tg_sub(p, tg_mul_s(tg_div(state[0], denom), o->lr / (1 - o->b1t)));
 }
 
 /* sqrt(sum(x^2)) as a 0-d tensor. */
@@ -85,15 +81,15 @@ static tg_tensor *norm2(tg_tensor *x) { return tg_sqrt(tg_sum(tg_square(x), NULL
  *   p -= lr * r * up */
 static tg_tensor *lamb_update(tg_optimizer *o, tg_tensor *p, tg_tensor *g, tg_tensor **state) {
   if (adam_moments(o, g, state) < 0) return NULL;
-  tg_tensor *m_hat = tg_div(state[0], tg_rsub_s(1, o->b1t));
-  tg_tensor *v_hat = tg_div(state[1], tg_rsub_s(1, o->b2t));
+  tg_tensor *m_hat = tg_div_s(state[0], 1 - o->b1t);
+  tg_tensor *v_hat = tg_div_s(state[1], 1 - o->b2t);
   tg_tensor *up = tg_div(m_hat, tg_add_s(tg_sqrt(v_hat), o->eps));
   if (o->weight_decay != 0) up = tg_add(up, tg_mul_s(p, o->weight_decay));
   tg_tensor *r1 = norm2(p), *r2 = norm2(up);
   tg_tensor *one = tg_ones_like(r1);
   tg_tensor *ratio = tg_where(tg_gt(r1, tg_zeros_like(r1)),
                               tg_where(tg_gt(r2, tg_zeros_like(r2)), tg_div(r1, r2), one), one);
-  return tg_sub(p, tg_mul(tg_mul(o->lr, ratio), up));
+  return tg_sub(p, tg_mul(tg_mul_s(ratio, o->lr), up));
 }
 
 enum { OPT_SGD, OPT_ADAM, OPT_ADAMW, OPT_LAMB };
@@ -156,14 +152,7 @@ static int check_params(const opt_kind *k, tg_tensor **params, int n) {
  * initial values still get distinct buffers). */
 static tg_tensor *own(tg_tensor *t) { return t && tg_realize(t) == 0 ? tg_retain(t) : NULL; }
 
-static tg_tensor *scalar_buffer(double v, tg_dtype dt) {
-  unsigned char data[8];
-  if (dt == TG_INT32) *(int32_t *)(void *)data = (int32_t)v;
-  else *(float *)(void *)data = (float)v;
-  return own(tg_from_data(data, dt, NULL, 0));
-}
-
-/* Everything that may fail: the state, the scalars and the parameter list. */
+/* Everything that may fail: the state and the parameter list. */
 static int alloc_state(tg_optimizer *o, tg_tensor **params) {
   o->params = calloc((size_t)o->n, sizeof *o->params);
   o->state = calloc((size_t)o->n * (size_t)o->nstate + 1, sizeof *o->state);
@@ -174,19 +163,14 @@ static int alloc_state(tg_optimizer *o, tg_tensor **params) {
     for (int k = 0; k < o->nstate; k++)
       if (!(o->state[i * o->nstate + k] = own(tg_zeros_like(params[i])))) return TG_ERR_NOMEM;
   }
-  o->lr = scalar_buffer(0, TG_FLOAT32); /* set below by tg_optimizer_set_lr */
-  o->t = scalar_buffer(0, TG_INT32);
-  if (!o->lr || !o->t) return TG_ERR_NOMEM;
-  if (!o->kind->bias_correction) return 0;
-  o->b1t = scalar_buffer(1, TG_FLOAT32), o->b2t = scalar_buffer(1, TG_FLOAT32);
-  return o->b1t && o->b2t ? 0 : TG_ERR_NOMEM;
+  return 0;
 }
 
 static tg_optimizer *optimizer_new(const opt_kind *k, tg_tensor **params, int n, const opt_args *a) {
   if (check_params(k, params, n) < 0 || check_args(k, a) < 0) return NULL;
   tg_optimizer *o = calloc(1, sizeof *o);
   if (!o) return tg_set_error(TG_ERR_NOMEM, "%s: out of memory", k->name), NULL;
-  *o = (tg_optimizer){.kind = k, .n = n, .momentum = a->momentum, .weight_decay = a->weight_decay,
+  *o = (tg_optimizer){.kind = k, .n = n, .b1t = 1, .b2t = 1, .momentum = a->momentum, .weight_decay = a->weight_decay,
                       .beta1 = a->beta1, .beta2 = a->beta2, .eps = a->eps, .nesterov = a->nesterov};
   o->nstate = k->bias_correction ? 2 : a->momentum > 0 ? 1 : 0;
   tg_scope *s = tg_scope_begin();
@@ -241,18 +225,9 @@ static bool any_grad(const tg_optimizer *o) {
   return false;
 }
 
-/* Build the lazy updates of the scalars, then of every parameter with a gradient. A step in
- * which no parameter has a gradient changes nothing (like PyTorch, where it is a no-op). */
+/* Build the lazy updates of every parameter with a gradient. */
 static int build_step(tg_optimizer *o, step_list *l) {
-  if (!any_grad(o)) return 0;
   int rc = 0;
-  tg_tensor *scalars[] = {o->t, o->b1t, o->b2t};
-  double factors[] = {0, o->beta1, o->beta2};
-  for (int i = 0; i < 3 && rc == 0; i++) {
-    if (!scalars[i]) continue;
-    step_push(l, scalars[i]);
-    rc = tg_assign(scalars[i], i == 0 ? tg_add_s(o->t, 1) : tg_mul_s(scalars[i], factors[i]));
-  }
   for (int i = 0; i < o->n && rc == 0; i++) {
     tg_tensor *p = o->params[i], *g = tg_grad(p), **state = o->state + i * o->nstate;
     if (!g) continue; /* not used by the loss: parameter and state stay as they are */
@@ -264,14 +239,19 @@ static int build_step(tg_optimizer *o, step_list *l) {
   return rc;
 }
 
+/* A step in which no parameter has a gradient changes nothing (like PyTorch, where it is a
+ * no-op); otherwise the step count and beta^t advance, and go back if the step fails. */
 int tg_optimizer_step(tg_optimizer *o, tg_tensor **also, int nalso) {
   if (!o) return tg_set_error(TG_ERR_ARG, "optimizer_step: NULL optimizer");
   if (nalso < 0 || (nalso > 0 && !also)) return tg_set_error(TG_ERR_ARG, "optimizer_step: invalid also list (n=%d)", nalso);
   for (int i = 0; i < nalso; i++)
     if (!also[i]) return tg_set_error(TG_ERR_ARG, "optimizer_step: also[%d] is NULL", i);
-  size_t cap = 3 + (size_t)o->n * (size_t)(1 + o->nstate);
-  step_list l = {malloc(sizeof(tg_tensor *) * (cap + (size_t)nalso)), malloc(sizeof(uop *) * cap), 0};
+  size_t cap = (size_t)o->n * (size_t)(1 + o->nstate);
+  step_list l = {malloc(sizeof(tg_tensor *) * (cap + (size_t)nalso + 1)), malloc(sizeof(uop *) * (cap + 1)), 0};
   if (!l.ts || !l.old) return free(l.ts), free(l.old), tg_set_error(TG_ERR_NOMEM, "optimizer_step: out of memory");
+  int64_t t0 = o->t;
+  double b1t0 = o->b1t, b2t0 = o->b2t;
+  if (any_grad(o)) o->t++, o->b1t *= o->beta1, o->b2t *= o->beta2;
   tg_scope *s = tg_scope_begin();
   int rc = build_step(o, &l);
   int nchanged = l.n;
@@ -286,6 +266,7 @@ int tg_optimizer_step(tg_optimizer *o, tg_tensor **also, int nalso) {
     }
     uop_decref(l.old[i]);
   }
+  if (rc < 0) o->t = t0, o->b1t = b1t0, o->b2t = b2t0;
   free(l.ts), free(l.old);
   if (rc == 0) tg_optimizer_zero_grad(o);
   return rc;
@@ -294,8 +275,8 @@ int tg_optimizer_step(tg_optimizer *o, tg_tensor **also, int nalso) {
 int tg_optimizer_set_lr(tg_optimizer *o, double lr) {
   if (!o) return tg_set_error(TG_ERR_ARG, "optimizer_set_lr: NULL optimizer");
   if (!isfinite(lr) || lr < 0) return tg_set_error(TG_ERR_ARG, "%s: learning rate must be finite and >= 0 (got %g)", o->kind->name, lr);
-  float v = (float)lr;
-  return tg_assign_data(o->lr, &v, sizeof v); /* a new buffer: no graph constant, no recompile */
+  o->lr = lr; /* a kernel argument of the next step: no recompile */
+  return 0;
 }
 
 void tg_optimizer_zero_grad(tg_optimizer *o) {
@@ -307,6 +288,5 @@ void tg_optimizer_free(tg_optimizer *o) {
   if (!o) return;
   for (int i = 0; o->params && i < o->n; i++) tg_free(o->params[i]);
   for (int i = 0; o->state && i < o->n * o->nstate; i++) tg_free(o->state[i]);
-  tg_free(o->lr), tg_free(o->t), tg_free(o->b1t), tg_free(o->b2t);
   free(o->params), free(o->state), free(o);
 }
