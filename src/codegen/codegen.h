@@ -182,8 +182,6 @@ void program_set_opt_hook(opt_hook_fn fn, void *ctx);
  * error on failure). */
 int cpu_compile(const char *src, const char *const *names, int n, void **fns);
 
-/* The directory of the compile caches (~/.cache/tg, $XDG_CACHE_HOME/tg or $TG_CACHE_DIR). */
-void cpu_cache_dir(char *buf, size_t n);
 /* What a kernel's speed depends on: compiler, flags, threads (keys BEAM's cache). */
 const char *cpu_device_name(void);
 /* Bytes in one vector register of this CPU (64 with AVX-512, 32 with AVX, else 16) and the

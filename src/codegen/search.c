@@ -4,17 +4,20 @@
  * in the beam by every (filtered) valid action, compiles and times the candidates on scratch
  * buffers of the kernel's shapes, checks their output against the heuristics' program, and
  * keeps the `width` fastest. It stops when a round brings no gain. The winner's actions are
- * cached on disk (<cache>/beam-<hash>.txt, keyed by the serialized AST and the device: compiler,
- * flags, threads), so a second run builds it directly.
+ * cached on disk (disk_cache.h: <cache>/beam-<hash>.txt, keyed by the serialized AST and the
+ * device: compiler, flags, threads), so a second run builds it directly; an entry that does not
+ * parse (garbage, truncated) is removed and the search runs again.
  *
  * Knobs: BEAM=n (beam width), BEAM_CANDIDATES (per round, default 48), BEAM_TIMEOUT (seconds
  * per kernel, default 120), DEBUG>=1 progress and the counts of failed and wrong candidates. */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "codegen/codegen.h"
+#include "device/disk_cache.h"
 #include "runtime/threadpool.h"
 #include "tensor/tensor.h"
 #include "uop/dtype.h"
@@ -94,43 +97,56 @@ static double time_program(program *p, bench *b, double limit) {
 
 /* ---------------------------------------------------------------- disk cache */
 
-static void cache_path(uop *ast, char *path, size_t n) {
+/* The entry name: beam-<hash of the serialized AST and the device>.txt. */
+static void cache_name(uop *ast, char *name, size_t n) {
   int64_t *key;
   int nkey = uop_serialize(ast, &key);
   uint64_t h = nkey < 0 ? 0 : hash_bytes(key, (size_t)nkey * sizeof *key, 21);
   if (nkey >= 0) free(key);
   const char *dev = cpu_device_name();
   h = hash_mix(h, hash_bytes(dev, strlen(dev), 22));
-  char dir[1024];
-  cpu_cache_dir(dir, sizeof dir);
-  snprintf(path, n, "%s/beam-%016llx.txt", dir, (unsigned long long)h);
+  snprintf(name, n, "beam-%016llx.txt", (unsigned long long)h);
 }
 
-static bool cache_load(const char *path, uop *ast, kshape *ks) {
+/* Read an entry: the action count, the actions, then "end" (a truncated file lacks it, even
+ * when it was cut inside the last number). False when it does not parse or apply. */
+static bool parse_entry(const char *path, uop *ast, kshape *ks) {
   FILE *f = fopen(path, "r");
   if (!f) return false;
+  char end[4] = "";
   int n, ok = fscanf(f, "%d", &n) == 1 && n >= 0 && n <= KS_MAX_ACTIONS;
   if (ok) ok = kshape_init(ks, ast) == 0;
   for (int i = 0; ok && i < n; i++) {
     int k, axis;
     long long amount;
-    ok = fscanf(f, "%d %d %lld", &k, &axis, &amount) == 3 && kshape_apply(ks, (opt_action){(opt_kind)k, axis, amount}) == 0;
+    ok = fscanf(f, "%d %d %lld", &k, &axis, &amount) == 3 && k >= 0 && k < OPT_COUNT &&
+         kshape_apply(ks, (opt_action){(opt_kind)k, axis, amount}) == 0;
   }
+  ok = ok && fscanf(f, " %3s", end) == 1 && !strcmp(end, "end");
   fclose(f);
   if (!ok) tg_clear_error();
   return ok;
 }
 
-static void cache_store(const char *path, const kshape *ks) {
-  char tmp[1300];
-  snprintf(tmp, sizeof tmp, "%s.tmp", path);
-  FILE *f = fopen(tmp, "w");
-  if (!f) return;
-  fprintf(f, "%d\n", ks->napplied);
+/* The cached choice for ast; an entry that does not parse or apply is removed. */
+static bool cache_load(const char *name, uop *ast, kshape *ks) {
+  char path[PATH_MAX];
+  int found = disk_cache_find(name, disk_cache_check_nonempty, path, sizeof path);
+  if (found < 0) tg_clear_error();
+  if (found <= 0) return false;
+  if (parse_entry(path, ast, ks)) return true;
+  disk_cache_remove(path, "not a BEAM entry for this kernel");
+  return false;
+}
+
+static void cache_store(const char *name, const kshape *ks) {
+  strbuf b = {0};
+  sb_printf(&b, "%d\n", ks->napplied);
   for (int i = 0; i < ks->napplied; i++)
-    fprintf(f, "%d %d %lld\n", (int)ks->applied[i].kind, ks->applied[i].axis, (long long)ks->applied[i].amount);
-  fclose(f);
-  rename(tmp, path);
+    sb_printf(&b, "%d %d %lld\n", (int)ks->applied[i].kind, ks->applied[i].axis, (long long)ks->applied[i].amount);
+  sb_printf(&b, "end\n");
+  if (b.s) disk_cache_write(name, b.s, b.n);
+  sb_free(&b);
 }
 
 /* ---------------------------------------------------------------- the search */
@@ -254,13 +270,13 @@ static int run_search(search *s, int width, kshape *best) {
 }
 
 int beam_search(uop *ast, int width, kshape *best) {
-  char path[1200];
-  cache_path(ast, path, sizeof path);
-  if (cache_load(path, ast, best)) { tg_beam_cache_hits++; return 0; }
+  char name[64];
+  cache_name(ast, name, sizeof name);
+  if (cache_load(name, ast, best)) { tg_beam_cache_hits++; return 0; }
   search s = {.ast = ast, .deadline = tg_now() + tg_getenv_int("BEAM_TIMEOUT", 120)};
   int rc = bench_alloc(ast, &s.b);
   if (rc == 0) rc = run_search(&s, width < 1 ? 1 : width, best);
-  if (rc == 0) cache_store(path, best);
+  if (rc == 0) cache_store(name, best);
   if (tg_debug() >= 1)
     fprintf(stderr, "BEAM done: %d candidates, %d failed to compile, %d gave wrong results\n", s.tried, s.failed, s.wrong);
   tg_beam_searches++;

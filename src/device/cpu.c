@@ -1,16 +1,18 @@
 /* cpu.c — the CPU device: compile generated C with the system compiler into a shared object,
- * dlopen it, and run kernels. Compiled objects are cached on disk (~/.cache/tg, or
- * $TG_CACHE_DIR; CACHELEVEL=0 disables) keyed by a hash of compiler + flags + source, and
- * programs are cached in memory by kernel AST (no lowering at all on a repeat). */
+ * dlopen it, and run kernels. Compiled objects are cached on disk (disk_cache.h: ~/.cache/tg
+ * or $TG_CACHE_DIR; CACHELEVEL=0 disables) keyed by a hash of source + compiler + flags, a
+ * broken entry is removed and recompiled, and programs are cached in memory by kernel AST (no
+ * lowering at all on a repeat). */
 #include <dlfcn.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "codegen/codegen.h"
+#include "device/disk_cache.h"
 #include "runtime/helpers.h"
 #include "runtime/threadpool.h"
 #include "uop/rewrite.h"
@@ -45,50 +47,36 @@ static const char *compiler(void) {
   return cc && *cc ? cc : "cc";
 }
 
-static int mkdirs(const char *path) {
-  char tmp[1024];
-  snprintf(tmp, sizeof tmp, "%s", path);
-  for (char *p = tmp + 1; *p; p++) {
-    if (*p != '/') continue;
-    *p = 0;
-    if (mkdir(tmp, 0755) < 0 && errno != EEXIST) return -1;
-    *p = '/';
-  }
-  return mkdir(tmp, 0755) < 0 && errno != EEXIST ? -1 : 0;
+/* Append s to the shell command in b, single-quoted (a quote inside becomes '\''). */
+static void sb_quoted(strbuf *b, const char *s) {
+  sb_printf(b, "'");
+  for (const char *q; (q = strchr(s, '\'')); s = q + 1) sb_printf(b, "%.*s'\\''", (int)(q - s), s);
+  sb_printf(b, "%s'", s);
 }
 
-void cpu_cache_dir(char *buf, size_t n) {
-  const char *d = getenv("TG_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-  if (d && *d) snprintf(buf, n, "%s", d);
-  else if (xdg && *xdg) snprintf(buf, n, "%s/tg", xdg);
-  else snprintf(buf, n, "%s/.cache/tg", home && *home ? home : "/tmp");
-}
-
-/* Run the compiler on src; the object lands at so_path. */
-static int run_compiler(const char *src, const char *so_path) {
-  char c_path[1200], cmd[4096];
-  snprintf(c_path, sizeof c_path, "%s.%d.c", so_path, (int)getpid());
+/* Run the compiler on src (written to a temp .c beside the entry name); the object lands at out. */
+static int run_compiler(const char *src, const char *name, const char *out) {
+  char c_path[PATH_MAX];
+  int rc = disk_cache_temp(name, ".c", c_path, sizeof c_path);
+  if (rc < 0) return rc;
   FILE *f = fopen(c_path, "w");
-  if (!f) return tg_set_error(TG_ERR_COMPILE, "compile: cannot write %s: %s", c_path, strerror(errno));
-  fputs(src, f);
-  fclose(f);
-  char tmp_so[1200];
-  snprintf(tmp_so, sizeof tmp_so, "%s.%d.tmp", so_path, (int)getpid());
-  snprintf(cmd, sizeof cmd, "%s %s -o '%s' '%s' -lm 2>&1", compiler(), cpu_flags(), tmp_so, c_path);
-  FILE *p = popen(cmd, "r");
+  bool written = f && fputs(src, f) >= 0;
+  if (f && fclose(f) != 0) written = false; /* a full disk shows here */
+  if (!written) { unlink(c_path); return tg_set_error(TG_ERR_COMPILE, "compile: cannot write %s: %s", c_path, strerror(errno)); }
+  strbuf cmd = {0};
+  sb_printf(&cmd, "%s %s -o ", compiler(), cpu_flags());
+  sb_quoted(&cmd, out), sb_printf(&cmd, " "), sb_quoted(&cmd, c_path), sb_printf(&cmd, " -lm 2>&1");
+  FILE *p = cmd.s ? popen(cmd.s, "r") : NULL;
+  sb_free(&cmd);
   if (!p) { unlink(c_path); return tg_set_error(TG_ERR_COMPILE, "compile: cannot run %s", compiler()); }
-  char out[700] = {0};
-  size_t got = fread(out, 1, sizeof out - 1, p);
+  char msg[700] = {0};
+  size_t got = fread(msg, 1, sizeof msg - 1, p);
   char sink[4096];
   while (fread(sink, 1, sizeof sink, p) > 0) {}
   int status = pclose(p);
-  out[got] = 0;
+  msg[got] = 0;
   unlink(c_path);
-  if (status != 0) {
-    unlink(tmp_so);
-    return tg_set_error(TG_ERR_COMPILE, "compile failed (%s): %s", compiler(), got ? out : "no output");
-  }
-  if (rename(tmp_so, so_path) < 0) return tg_set_error(TG_ERR_COMPILE, "compile: rename failed: %s", strerror(errno));
+  if (status != 0) return tg_set_error(TG_ERR_COMPILE, "compile failed (%s): %s", compiler(), got ? msg : "no output");
   return 0;
 }
 
@@ -120,27 +108,48 @@ const char *cpu_device_name(void) {
   return name;
 }
 
+/* dlopen the object at path and find names in it: the handle, or NULL and why. */
+static void *load_object(const char *path, const char *const *names, int n, void **fns, char *why, size_t wn) {
+  void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!lib) { snprintf(why, wn, "%s", dlerror()); return NULL; }
+  for (int i = 0; i < n; i++) {
+    if ((fns[i] = dlsym(lib, names[i]))) continue;
+    snprintf(why, wn, "symbol %s missing", names[i]);
+    dlclose(lib);
+    return NULL;
+  }
+  return lib;
+}
+
+/* Compile into a temp file, load that, then publish it as the entry: only objects that loaded
+ * are stored, and this process never depends on the path other processes may replace. */
+static int compile_fresh(const char *src, const char *name, const char *const *names, int n, void **fns) {
+  char tmp[PATH_MAX], why[512];
+  int rc = disk_cache_temp(name, "", tmp, sizeof tmp);
+  if (rc < 0) return rc;
+  rc = run_compiler(src, name, tmp);
+  if (rc == 0 && !load_object(tmp, names, n, fns, why, sizeof why))
+    rc = tg_set_error(TG_ERR_COMPILE, "compile: dlopen %s failed: %s", tmp, why);
+  if (rc < 0) unlink(tmp);
+  else disk_cache_publish(tmp, name);
+  return rc;
+}
+
 int cpu_compile(const char *src, const char *const *names, int n, void **fns) {
-  char dir[1024], so_path[1100];
-  bool disk = tg_getenv_int("CACHELEVEL", 1) > 0;
-  uint64_t h1 = hash_bytes(src, strlen(src), 1), h2 = hash_bytes(src, strlen(src), 2);
-  h1 = hash_mix(h1, hash_bytes(compiler(), strlen(compiler()), 3));
-  h2 = hash_mix(h2, hash_bytes(cpu_flags(), strlen(cpu_flags()), 4));
-  if (disk) cpu_cache_dir(dir, sizeof dir);
-  else snprintf(dir, sizeof dir, "%s", P_tmpdir);
-  if (mkdirs(dir) < 0) return tg_set_error(TG_ERR_COMPILE, "compile: cannot create cache directory %s", dir);
-  snprintf(so_path, sizeof so_path, "%s/%s%016llx%016llx.so", dir, disk ? "" : "tg-nocache-",
-           (unsigned long long)h1, (unsigned long long)h2);
+  const char *parts[] = {src, compiler(), cpu_flags()};
+  char name[128], path[PATH_MAX], why[512];
+  disk_cache_key(name, sizeof name, "", parts, 3, ".so");
   double t0 = tg_now();
-  bool cached = disk && access(so_path, R_OK) == 0;
-  if (!cached && run_compiler(src, so_path) < 0) return TG_ERR_COMPILE;
-  void *lib = dlopen(so_path, RTLD_NOW | RTLD_LOCAL);
-  if (!disk) unlink(so_path);
-  if (!lib) return tg_set_error(TG_ERR_COMPILE, "compile: dlopen %s failed: %s", so_path, dlerror());
-  for (int i = 0; i < n; i++)
-    if (!(fns[i] = dlsym(lib, names[i]))) return tg_set_error(TG_ERR_COMPILE, "compile: symbol %s missing", names[i]);
+  int found = disk_cache_find(name, disk_cache_check_elf, path, sizeof path);
+  if (found < 0) return found;
+  bool hit = found && load_object(path, names, n, fns, why, sizeof why);
+  if (found && !hit) disk_cache_remove(path, why); /* it passed the checks but does not load */
+  if (!hit) {
+    int rc = compile_fresh(src, name, names, n, fns);
+    if (rc < 0) return rc;
+  }
   tg_global_stats.kernels_compiled++;
-  tg_global_stats.disk_cache_hits += cached;
+  tg_global_stats.disk_cache_hits += hit;
   tg_global_stats.compile_seconds += tg_now() - t0;
   return 0; /* the library stays loaded for the life of the process */
 }
