@@ -359,7 +359,9 @@ TEST(cache_unusable_dir_with_beam) {
 /* Two children on one cache, released together once both are ready. */
 static void race(const char *env, child_result out[2]) {
   int ready[2], go[2];
-  if (pipe(ready) < 0 || pipe(go) < 0) { out[0] = out[1] = (child_result){0}; return; }
+  out[0] = out[1] = (child_result){0};
+  if (pipe(ready) < 0) return;
+  if (pipe(go) < 0) { close(ready[0]), close(ready[1]); return; }
   char full[768];
   snprintf(full, sizeof full, "%s TG_CACHE_READY_FD=%d TG_CACHE_GO_FD=%d", env, ready[1], go[0]);
   FILE *p[2] = {start_child("race", full), start_child("race", full)};

@@ -19,7 +19,8 @@
 #include "runtime/helpers.h"
 
 /* Temp files carry this infix; one older than STALE_SECONDS was left by a process that died
- * mid-write and is swept when a process first uses the directory. */
+ * mid-write and is swept when a process first writes to the directory (not on every start: a
+ * directory of 17k entries takes 12-16 ms to read). */
 #define TMP_INFIX ".tmp-"
 #define STALE_SECONDS 3600
 
@@ -31,6 +32,7 @@ static struct {
   char checked[PATH_MAX]; /* the configured directory last checked ("" none) */
   bool usable;            /* ... and whether it could be used */
   char warned[PATH_MAX];  /* the last directory warned about: one warning each */
+  char swept[PATH_MAX];   /* the last directory swept of stale temp files */
   char priv[PATH_MAX];    /* the private fallback directory ("" until needed) */
   pid_t owner;            /* the process that made priv (a forked child makes its own) */
   bool cleanup_registered;
@@ -126,21 +128,26 @@ static void check_config_dir(const char *want, bool recheck) {
   char why[256];
   snprintf(dc.checked, sizeof dc.checked, "%s", want);
   dc.usable = dir_usable(want, why, sizeof why);
-  if (dc.usable) sweep(want, false);
-  else if (strcmp(dc.warned, want)) {
+  if (!dc.usable && strcmp(dc.warned, want)) {
     snprintf(dc.warned, sizeof dc.warned, "%s", want);
     fprintf(stderr, "tg: warning: cache directory %s cannot be used (%s); compiling without a disk cache\n", want, why);
   }
 }
 
-/* The directory where entries go now: the configured one if usable, else the private one. */
-static int current_dir(char *out, size_t n, bool recheck) {
+/* The directory where entries go now: the configured one if usable, else the private one. A
+ * writer's first use of a directory sweeps it. */
+static int current_dir(char *out, size_t n, bool recheck, bool writing) {
   char want[PATH_MAX];
   disk_cache_config_dir(want, sizeof want);
   pthread_mutex_lock(&dc.lock);
   bool use = disk_cache_enabled();
   if (use) check_config_dir(want, recheck);
-  int rc = use && dc.usable ? (snprintf(out, n, "%s", want), 0) : private_dir(out, n);
+  use = use && dc.usable;
+  if (use && writing && strcmp(dc.swept, want)) {
+    snprintf(dc.swept, sizeof dc.swept, "%s", want);
+    sweep(want, false);
+  }
+  int rc = use ? (snprintf(out, n, "%s", want), 0) : private_dir(out, n);
   pthread_mutex_unlock(&dc.lock);
   return rc;
 }
@@ -160,7 +167,7 @@ void disk_cache_key(char *name, size_t cap, const char *prefix, const char *cons
 int disk_cache_find(const char *name, disk_cache_check_fn check, char *path, size_t n) {
   if (!disk_cache_enabled()) return 0;
   char dir[PATH_MAX], why[256] = "not a regular file";
-  int rc = current_dir(dir, sizeof dir, false);
+  int rc = current_dir(dir, sizeof dir, false, false);
   if (rc < 0) return rc;
   if (join(path, n, dir, name) < 0) return tg_set_error(TG_ERR_IO, "cache: path too long: %s/%s", dir, name);
   struct stat st;
@@ -173,7 +180,7 @@ int disk_cache_find(const char *name, disk_cache_check_fn check, char *path, siz
 int disk_cache_temp(const char *name, const char *suffix, char *tmp, size_t n) {
   char dir[PATH_MAX];
   for (int attempt = 0; attempt < 2; attempt++) { /* a failure re-checks the directory once */
-    int rc = current_dir(dir, sizeof dir, attempt > 0);
+    int rc = current_dir(dir, sizeof dir, attempt > 0, true);
     if (rc < 0) return rc;
     int fd = make_temp(dir, name, suffix, tmp, n);
     if (fd >= 0) return close(fd), 0;
