@@ -17,6 +17,11 @@ BENCHES := $(patsubst bench/%.c,$(BUILD)/bench_%,$(wildcard bench/*.c))
 EXAMPLES:= $(patsubst examples/%.c,$(BUILD)/example_%,$(wildcard examples/*.c))
 HEADERS := $(wildcard include/*.h)
 
+# The sources, written down when they change (a file added or removed), so the library and the
+# test binary are relinked: a deleted test file must leave test_tg.
+SOURCES := $(BUILD)/sources.list
+$(shell mkdir -p $(BUILD) && echo '$(SRCS) $(TESTS)' | cmp -s - $(SOURCES) || echo '$(SRCS) $(TESTS)' > $(SOURCES))
+
 all: $(BUILD)/libtg.a $(BUILD)/libtg.so $(BUILD)/tg.pc $(BUILD)/test_tg $(EXAMPLES)
 
 bench: $(BENCHES)
@@ -27,12 +32,12 @@ $(BUILD)/%.o: %.c Makefile
 
 -include $(OBJS:.o=.d) $(TOBJS:.o=.d)
 
-$(BUILD)/libtg.a: $(OBJS)
+$(BUILD)/libtg.a: $(OBJS) $(SOURCES)
 	@rm -f $@
-	ar rcs $@ $^
+	ar rcs $@ $(OBJS)
 
-$(BUILD)/libtg.so: $(OBJS)
-	$(CC) -shared -o $@ $^ $(LDFLAGS) $(LDLIBS)
+$(BUILD)/libtg.so: $(OBJS) $(SOURCES)
+	$(CC) -shared -o $@ $(OBJS) $(LDFLAGS) $(LDLIBS)
 
 # libdir is the build directory in-tree and PREFIX/lib once installed. Libs carry an rpath to
 # it: pkg-config's -ltg links libtg.so (even with --static), and the program must start
@@ -42,7 +47,7 @@ $(BUILD)/tg.pc: Makefile
 	@printf 'prefix=%s\nincludedir=$${prefix}/include\nlibdir=%s\n\nName: tg\nDescription: lazy tensors and a kernel compiler in C\nVersion: 0.1.0\nCflags: -I$${includedir}\nLibs: -L$${libdir} -Wl,-rpath,$${libdir} -ltg\nLibs.private: -lz -lm -ldl -lpthread\n' \
 	  "$(if $(INSTALLING),$(PREFIX),$(abspath .))" '$(if $(INSTALLING),$${prefix}/lib,$(abspath $(BUILD)))' > $@
 
-$(BUILD)/test_tg: $(TOBJS) $(BUILD)/libtg.a
+$(BUILD)/test_tg: $(TOBJS) $(BUILD)/libtg.a $(SOURCES)
 	$(CC) $(CFLAGS) -o $@ $(TOBJS) $(BUILD)/libtg.a $(LDFLAGS) $(LDLIBS)
 
 $(BUILD)/bench_%: bench/%.c $(wildcard bench/*.h) $(HEADERS) $(BUILD)/libtg.a

@@ -3,13 +3,16 @@
  *   test_tg [FILTER]        every test (or those whose name contains FILTER)
  *   test_tg --child NAME    the TEST_CHILD entry point NAME, alone (see harness_run_child)
  *
- * Tests are grouped by area, their source file (test_opt.c → "opt"). Areas run in forked
- * worker processes, as many at once as there are cores (TG_TEST_JOBS or JOBS overrides;
- * 1 runs everything in this process, in order, with live output: for a debugger). Processes,
- * not threads: tests share the library's global state. Each worker's stdout and stderr go to
- * a file the runner prints when the area ends — in full when anything in it failed (VERBOSE=1:
- * always) — after one line per area: tests passed, failed, skipped, seconds. A worker killed
- * inside a test fails that test, and a new worker runs the rest of the area; a worker that
+ * Tests are grouped by area, their source file (test_opt.c → "opt"), and run in forked worker
+ * processes, as many at once as there are cores (TG_TEST_JOBS or JOBS overrides; 1 runs
+ * everything in this process, in order, with live output: for a debugger). Processes, not
+ * threads: tests share the library's global state. A worker takes an area; when no area is
+ * left to start, an idle worker shares the area with the most tests not yet begun (each test
+ * is claimed once, in memory the processes share), so one slow area does not leave cores
+ * idle. Tests must not depend on each other's state. Workers' stdout and stderr go to a file
+ * per area, printed when the area ends — in full when anything in it failed (VERBOSE=1:
+ * always) — with one line per area: tests passed, failed, skipped, seconds. A worker killed
+ * inside a test fails that test, and another worker runs the rest of the area; a worker that
  * exits with a status its tests do not explain (LeakSanitizer's report at exit) fails its area.
  * Then the 10 slowest tests, and last "N passed, N failed"; the exit status is 1 iff N failed
  * is not 0. A test that makes no CHECK fails (it could not have failed); a skipped test (SKIP)
@@ -29,6 +32,7 @@
 #define MAX_TESTS 4096
 #define MAX_CHILDREN 64
 #define MAX_AREAS 256
+#define MAX_JOBS 256
 #define SLOWEST 10
 #define WORKER_FAILED 3 /* a worker's exit status when a test failed; LeakSanitizer's is 1 */
 
@@ -41,6 +45,7 @@ enum { T_NOT_RUN, T_RUNNING, T_PASSED, T_FAILED, T_SKIPPED };
 
 /* What a test left: in memory shared with the workers, so it survives a worker's crash. */
 typedef struct test_result {
+  pid_t owner; /* the process that claimed it, 0 before: each test runs once */
   int state;
   double secs;
   char skip[160];
@@ -48,12 +53,12 @@ typedef struct test_result {
 
 typedef struct area {
   char name[64];
-  int first, end;    /* its tests: tests[first..end) */
-  int next;          /* where its next worker starts (after a crash: the test after it) */
-  pid_t pid;         /* its running worker, 0 when none */
-  FILE *out;         /* its workers' stdout and stderr */
-  double started, secs;
-  int bad_exits;     /* workers that exited with a status their tests do not explain */
+  int first, end;  /* its tests: tests[first..end) */
+  int workers;     /* its workers now running */
+  bool given_up;   /* a worker died before running anything: start no more */
+  FILE *out;       /* its workers' stdout and stderr */
+  double t0, t1;   /* its first worker's start, its last worker's end */
+  int bad_exits;   /* workers that exited with a status their tests do not explain */
 } area;
 
 static test_case tests[MAX_TESTS], children[MAX_CHILDREN];
@@ -188,14 +193,32 @@ static void run_test(int i) {
   fflush(stdout);
 }
 
-/* Runs tests [from, end) and reports whether all passed (or were skipped). */
-static bool run_range(int from, int end) {
+static bool claim(int i) {
+  pid_t none = 0;
+  return __atomic_compare_exchange_n(&results[i].owner, &none, getpid(), false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+}
+
+/* Runs the tests of a that no process has claimed, from `from` to the area's end and then
+ * from its start. Returns whether all it ran passed (or were skipped). */
+static bool run_claims(const area *a, int from) {
   bool ok = true;
-  for (int i = from; i < end; i++) {
+  int n = a->end - a->first;
+  for (int k = 0; k < n; k++) {
+    int i = a->first + (from - a->first + k) % n;
+    if (!claim(i)) continue;
     run_test(i);
     ok &= results[i].state != T_FAILED;
   }
   return ok;
+}
+
+/* Tests of a not claimed yet; *mid: the middle one of them, where a second worker starts. */
+static int unclaimed(const area *a, int *mid) {
+  int n = 0, seen = 0;
+  for (int i = a->first; i < a->end; i++) n += __atomic_load_n(&results[i].owner, __ATOMIC_SEQ_CST) == 0;
+  for (int i = a->first; i < a->end; i++)
+    if (__atomic_load_n(&results[i].owner, __ATOMIC_SEQ_CST) == 0 && seen++ == n / 2) *mid = i;
+  return n;
 }
 
 static int count_state(const area *a, int state) {
@@ -207,6 +230,7 @@ static int count_state(const area *a, int state) {
 /* The area's line, its skips, and its output when something failed (or VERBOSE). */
 static void report_area(const area *a) {
   int failed = count_state(a, T_FAILED) + a->bad_exits, nskip = count_state(a, T_SKIPPED);
+  int notrun = count_state(a, T_NOT_RUN);
   if (a->out && (failed || verbose)) {
     fflush(a->out);
     rewind(a->out);
@@ -215,14 +239,15 @@ static void report_area(const area *a) {
   }
   printf("%-14s %4d passed %3d failed", a->name, count_state(a, T_PASSED), failed);
   if (nskip) printf(" %3d skipped", nskip);
-  printf(" %7.1f s\n", a->secs);
+  if (notrun) printf(" %3d not run", notrun);
+  printf(" %7.1f s\n", a->t1 - a->t0);
   for (int i = a->first; i < a->end; i++)
     if (results[i].state == T_SKIPPED) printf("  skip %s: %s\n", tests[i].name, results[i].skip);
   fflush(stdout);
 }
 
 /* What the runner saw (a crash, an exit status) goes into the area's output where it happened:
- * at its end, before the next worker's output. */
+ * at its end, before what later workers write. */
 static void note(area *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void note(area *a, const char *fmt, ...) {
   FILE *f = a->out ? a->out : stdout;
@@ -234,20 +259,24 @@ static void note(area *a, const char *fmt, ...) {
   va_end(ap);
 }
 
-static void start_worker(area *a) {
+/* Forks a worker for a's unclaimed tests from `from`; returns its pid, or 0 when fork failed
+ * and they ran in this process instead (no isolation, but no lost tests). */
+static pid_t start_worker(area *a, int from) {
   fflush(stdout), fflush(stderr);
-  a->started = now();
-  a->pid = fork();
-  if (a->pid == 0) {
+  if (!a->workers && !a->t0) a->t0 = now();
+  pid_t pid = fork();
+  if (pid == 0) {
     dup2(fileno(a->out), 1), dup2(fileno(a->out), 2);
-    exit(run_range(a->next, a->end) ? 0 : WORKER_FAILED); /* exit, not _exit: LeakSanitizer runs at exit */
+    exit(run_claims(a, from) ? 0 : WORKER_FAILED); /* exit, not _exit: LeakSanitizer runs at exit */
   }
-  if (a->pid < 0) { /* run it here instead: no isolation, but no lost tests */
-    note(a, "  fork failed (%s): the area ran in the runner\n", strerror(errno));
-    a->pid = 0;
-    run_range(a->next, a->end);
-    a->next = a->end;
+  if (pid < 0) {
+    note(a, "  fork failed (%s): tests ran in the runner\n", strerror(errno));
+    run_claims(a, from);
+    a->t1 = now();
+    return 0;
   }
+  a->workers++;
+  return pid;
 }
 
 static void describe_status(char *buf, size_t n, int status) {
@@ -255,43 +284,41 @@ static void describe_status(char *buf, size_t n, int status) {
   else snprintf(buf, n, "exited with status %d", WEXITSTATUS(status));
 }
 
-/* A worker of a ended with status: mark the test it died in, if any. Returns whether the
- * area is done (else a new worker goes on after the crashed test). */
-static bool worker_ended(area *a, int status) {
+/* Worker pid of area a ended with status: a test it claimed but did not finish failed
+ * (it crashed there); else its status must be what its tests say. */
+static void worker_ended(area *a, pid_t pid, int status) {
   char what[128];
   describe_status(what, sizeof what, status);
-  a->secs += now() - a->started;
-  a->pid = 0;
-  bool all_ok = true;
-  for (int i = a->next; i < a->end; i++) {
+  a->workers--;
+  a->t1 = now();
+  bool ok = true, crashed = false;
+  int ran = 0;
+  for (int i = a->first; i < a->end; i++) {
     test_result *r = &results[i];
-    if (r->state == T_RUNNING) { /* died inside test i */
-      r->state = T_FAILED;
-      note(a, "FAIL %s: its worker %s during the test\n", tests[i].name, what);
-      a->next = i + 1;
-      return a->next >= a->end;
-    }
-    if (r->state == T_NOT_RUN) { /* died between tests, or never started them */
-      note(a, "FAIL %s: the worker %s before %s ran\n", a->name, what, tests[i].name);
-      a->bad_exits++;
-      a->next = i;
-      return true; /* no loop: a worker that cannot start its tests fails the area once */
-    }
-    all_ok &= r->state != T_FAILED;
+    if (r->owner != pid) continue;
+    ran++;
+    if (r->state == T_PASSED || r->state == T_SKIPPED) continue;
+    ok = false;
+    if (r->state == T_FAILED) continue;
+    r->state = T_FAILED;
+    crashed = true;
+    note(a, "FAIL %s: its worker %s during the test\n", tests[i].name, what);
   }
-  bool clean = WIFEXITED(status) && WEXITSTATUS(status) == (all_ok ? 0 : WORKER_FAILED);
-  if (!clean) {
-    note(a, "FAIL %s: the worker %s after its last test (a report at exit, such as a leak, is above)\n", a->name, what);
-    a->bad_exits++;
-  }
-  a->next = a->end;
-  return true;
+  if (crashed || (WIFEXITED(status) && WEXITSTATUS(status) == (ok ? 0 : WORKER_FAILED))) return;
+  note(a, "FAIL %s: a worker %s after its last test (a report at exit, such as a leak, is above)\n", a->name, what);
+  a->bad_exits++;
+  a->given_up |= ran == 0;
 }
 
-static area *area_of_pid(area *areas, int nareas, pid_t pid) {
-  for (int i = 0; i < nareas; i++)
-    if (areas[i].pid == pid) return &areas[i];
-  return NULL;
+/* The running area with the most unclaimed tests (at least 2), for an idle worker. */
+static area *area_to_share(area *areas, int nstarted, int *from) {
+  area *best = NULL;
+  int most = 1;
+  for (int k = 0; k < nstarted; k++) {
+    int mid = 0, n = areas[k].workers ? unclaimed(&areas[k], &mid) : 0;
+    if (n > most) most = n, best = &areas[k], *from = mid;
+  }
+  return best;
 }
 
 /* Prints the area's report and closes its output file. */
@@ -302,38 +329,57 @@ static void finish_area(area *a) {
   a->out = NULL;
 }
 
+typedef struct worker {
+  pid_t pid;
+  area *a;
+} worker;
+
 static void run_parallel(area *areas, int nareas, int jobs) {
-  int queued = 0, running = 0;
-  while (queued < nareas || running > 0) {
-    while (running < jobs && queued < nareas) {
-      area *a = &areas[queued++];
-      a->out = tmpfile();
-      if (!a->out) note(a, "  no temporary file (%s): the output went straight out\n", strerror(errno));
-      if (!a->out) a->out = stdout;
-      start_worker(a);
-      if (a->pid) running++;
-      else finish_area(a);
+  static worker ws[MAX_JOBS];
+  int nw = 0, started = 0;
+  for (;;) {
+    while (nw < jobs) { /* a new area, else a share of a running one */
+      area *a = NULL;
+      int from = 0;
+      if (started < nareas) {
+        a = &areas[started++], from = a->first;
+        a->out = tmpfile();
+        if (!a->out) a->out = stdout, note(a, "  no temporary file (%s): output goes straight out\n", strerror(errno));
+      } else if (!(a = area_to_share(areas, started, &from))) {
+        break;
+      }
+      pid_t pid = start_worker(a, from);
+      if (pid) ws[nw++] = (worker){pid, a};
+      else if (!a->workers) finish_area(a);
     }
-    int status;
+    if (nw == 0) break;
+    int status, from = 0;
     pid_t pid = waitpid(-1, &status, 0);
     if (pid < 0 && errno == EINTR) continue;
     if (pid < 0) break;
-    area *a = area_of_pid(areas, nareas, pid);
-    if (!a) continue;
-    if (!worker_ended(a, status)) {
-      start_worker(a);
-      if (a->pid) continue;
+    int k = 0;
+    while (k < nw && ws[k].pid != pid) k++;
+    if (k == nw) continue;
+    area *a = ws[k].a;
+    ws[k] = ws[--nw];
+    worker_ended(a, pid, status);
+    if (a->workers) continue;
+    if (!a->given_up && unclaimed(a, &from) > 0) { /* after a crash: the rest of the area */
+      pid_t again = start_worker(a, from);
+      if (again) {
+        ws[nw++] = (worker){again, a};
+        continue;
+      }
     }
-    running--;
     finish_area(a);
   }
 }
 
 static void run_serial(area *areas, int nareas) {
   for (int i = 0; i < nareas; i++) {
-    double t0 = now();
-    run_range(areas[i].first, areas[i].end);
-    areas[i].secs = now() - t0;
+    areas[i].t0 = now();
+    run_claims(&areas[i], areas[i].first);
+    areas[i].t1 = now();
     report_area(&areas[i]);
   }
 }
@@ -367,7 +413,7 @@ static int make_areas(const char *filter, area *areas) {
     area *a = &areas[nareas++];
     memset(a, 0, sizeof *a);
     area_name(tests[i].file, a->name, sizeof a->name);
-    a->first = a->next = i;
+    a->first = i;
   }
   for (int k = 0; k < nareas; k++) areas[k].end = k + 1 < nareas ? areas[k + 1].first : ntests;
   return nareas;
@@ -412,7 +458,7 @@ int main(int argc, char **argv) {
   if (ntests == 0) return fprintf(stderr, "test_tg: no test name contains \"%s\"\n", argc > 1 ? argv[1] : ""), 2;
   results = mmap(NULL, sizeof *results * MAX_TESTS, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (results == MAP_FAILED) return perror("test_tg: mmap"), 2;
-  if (jobs > nareas) jobs = nareas > 0 ? nareas : 1;
+  if (jobs > MAX_JOBS) jobs = MAX_JOBS;
   if (jobs) printf("test_tg: %d tests in %d areas, %d worker%s at a time\n", ntests, nareas, jobs, jobs > 1 ? "s" : "");
   else printf("test_tg: %d tests in %d areas, in this process\n", ntests, nareas);
   double t0 = now();
