@@ -81,3 +81,45 @@ clean:
 	rm -rf build build-san build-*
 
 .PHONY: all bench test test-sanitize install clean
+
+# ---------------------------------------------------------------- fuzzing (docs/errors.md)
+# `make fuzz` builds the random-call API fuzzer against the ASan+UBSan library of
+# test-sanitize ($(SANBUILD)/api_fuzz) and one libFuzzer target per file loader, built with
+# clang against a library of their own ($(FUZZBUILD)/fuzz_*; needs clang and
+# libclang-rt-14-dev). `make fuzz-check` is the bounded run CI makes (a minute or two): the
+# API fuzzer over FUZZ_SEEDS seeds of FUZZ_CALLS calls with leak detection, then each loader
+# target over its seed corpus (tests/fuzz/corpus/NAME) plus FUZZ_RUNS mutated inputs.
+FUZZBUILD   ?= build-fuzz
+FUZZ_CC     ?= clang
+FUZZ_SEED   ?= 1
+FUZZ_SEEDS  ?= 6
+FUZZ_CALLS  ?= 1500
+FUZZ_SECONDS?= 150
+FUZZ_RUNS   ?= 20000
+FUZZ_SANOPT := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+FUZZ_API    := tests/fuzz/api_fuzz.c tests/fuzz/api_hostile.c tests/fuzz/api_ref.c
+FUZZ_NAMES  := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_ENV    := ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1 SPEC=1
+
+fuzz:
+	$(MAKE) BUILD=$(SANBUILD) OPT="$(FUZZ_SANOPT)" LDFLAGS="-fsanitize=address,undefined" $(SANBUILD)/api_fuzz
+	$(MAKE) BUILD=$(FUZZBUILD) CC=$(FUZZ_CC) OPT="$(FUZZ_SANOPT) -fsanitize=fuzzer-no-link" \
+	  $(FUZZ_NAMES:%=$(FUZZBUILD)/fuzz_%)
+
+$(BUILD)/api_fuzz: $(FUZZ_API) tests/fuzz/fuzz.h $(HEADERS) $(BUILD)/libtg.a
+	$(CC) $(CFLAGS) -o $@ $(FUZZ_API) $(BUILD)/libtg.a $(LDFLAGS) $(LDLIBS)
+
+$(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_file.h $(HEADERS) $(BUILD)/libtg.a
+	$(CC) $(CFLAGS) -fsanitize=fuzzer -o $@ $< $(BUILD)/libtg.a $(LDLIBS)
+
+fuzz-check: fuzz
+	$(FUZZ_ENV) ./$(SANBUILD)/api_fuzz --seed $(FUZZ_SEED) --seeds $(FUZZ_SEEDS) --calls $(FUZZ_CALLS) --seconds $(FUZZ_SECONDS)
+	@for n in $(FUZZ_NAMES); do \
+	  mkdir -p $(FUZZBUILD)/corpus-$$n; log=$(FUZZBUILD)/fuzz_$$n.log; \
+	  $(FUZZ_ENV) ./$(FUZZBUILD)/fuzz_$$n -runs=$(FUZZ_RUNS) -max_total_time=60 -max_len=4096 \
+	    -artifact_prefix=$(FUZZBUILD)/ $(FUZZBUILD)/corpus-$$n tests/fuzz/corpus/$$n > $$log 2>&1; rc=$$?; \
+	  if [ $$rc -ne 0 ]; then tail -60 $$log; echo "fuzz_$$n: FAILED (the input is in $(FUZZBUILD)/crash-*)"; exit 1; fi; \
+	  echo "fuzz_$$n: $$(ls tests/fuzz/corpus/$$n | wc -l) seed inputs; $$(tail -1 $$log)"; \
+	done
+
+.PHONY: fuzz fuzz-check
