@@ -46,12 +46,6 @@ static tg_tensor *pad_or_crop(tg_tensor *x, const int64_t *before, const int64_t
   return tg_shrink(x, st, en);
 }
 
-/* Sliding windows over the last nsp axes (tinygrad's Tensor._pool):
- *   (..., i_0, .., i_n) → (..., o_0, .., o_n, k_0, .., k_n)
- * where window o starts at o*s and its taps are d apart; o = ceil((i - d(k-1)) / s).
- * Views only. When windows overlap (k > s) or are dilated, the axis is repeated and re-cut
- * with a row length of i*f + d, so that consecutive rows shift by d (the skew trick);
- * otherwise a plain reshape into (o, s) blocks suffices. */
 /* The sizes of the windows of one axis: o = ceil((i - d(k-1)) / s), and for the skew trick the
  * rows of i*f + d and their total k*(i*f + d). False where one does not fit in int64 (the
  * public functions check their geometry first; this guards the backward's convolutions). */
@@ -65,6 +59,12 @@ static bool window_axis_sizes(int64_t i, int64_t k, int64_t s, int64_t d, window
   return ck_mul(i, w->f, &fi) && ck_add(fi, d, &w->row) && ck_mul(k, w->row, &w->total) && ck_add(w->total, i, &fi);
 }
 
+/* Sliding windows over the last nsp axes (tinygrad's Tensor._pool):
+ *   (..., i_0, .., i_n) → (..., o_0, .., o_n, k_0, .., k_n)
+ * where window o starts at o*s and its taps are d apart; o = ceil((i - d(k-1)) / s).
+ * Views only. When windows overlap (k > s) or are dilated, the axis is repeated and re-cut
+ * with a row length of i*f + d, so that consecutive rows shift by d (the skew trick);
+ * otherwise a plain reshape into (o, s) blocks suffices. */
 static tg_tensor *pool_windows(tg_tensor *x, const int64_t *k, const int64_t *s, const int64_t *d, int nsp) {
   if (!x) return NULL;
   int nd = tg_ndim(x), lead = nd - nsp;

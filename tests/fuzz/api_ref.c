@@ -302,6 +302,7 @@ static void ref_cat(void) {
   int axis = (int)fz_below(a.nd);
   set_shape(&b, a.s, a.nd);
   b.s[axis] = fz_below(3), b.n = numel(b.s, b.nd);
+  if (a.n + b.n > FZ_REF_MAX) return; /* b and the result must fit the host arrays */
   float f[FZ_REF_MAX];
   for (int64_t i = 0; i < b.n; i++) b.v[i] = (double)(fz_below(9) - 4), f[i] = (float)b.v[i];
   tg_tensor *ts[2] = {ta, fz_check_tensor("from_data", tg_from_data(f, TG_FLOAT32, b.s, b.nd))};
