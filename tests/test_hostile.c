@@ -210,6 +210,10 @@ TEST(hostile_creation_shapes) {
   CHECK(failed_with(tg_linspace(0, 1, -1, TG_FLOAT32), TG_ERR_SHAPE, "linspace", "negative"));
   CHECK(failed_with(tg_eye(BIG, BIG, TG_FLOAT32), TG_ERR_SHAPE, "eye", "too large"));
   CHECK(failed_with(tg_eye(INT64_MAX, INT64_MAX, TG_BOOL), TG_ERR_SHAPE, "eye", NULL));
+  CHECK(failed_with(tg_eye(2, INT64_MAX / 2, TG_UINT64), TG_ERR_SHAPE, "eye", "8-byte")); /* api_fuzz, seed 1 */
+  /* api_fuzz, seed 1: an empty shape with a huge extent passed the random functions' check */
+  CHECK(failed_with(tg_glorot_uniform((int64_t[]){0, 5, INT64_MAX}, 3, TG_FLOAT32), TG_ERR_SHAPE, "glorot_uniform", NULL));
+  CHECK(failed_with(tg_rand((int64_t[]){0, INT64_C(1) << 62, 4}, 3, TG_FLOAT16), TG_ERR_SHAPE, "rand", "too large"));
   CHECK(failed_with(tg_arange(-1e308, 1e308, 1e-300, TG_FLOAT32), TG_ERR_SHAPE, "arange", "too many")); /* inf count */
   CHECK(failed_with(tg_arange(0, 0x1p61, 1, TG_FLOAT64), TG_ERR_SHAPE, "arange", "too large"));
   tg_tensor *x = tg_full((int64_t[]){2, 3}, 2, 1, TG_FLOAT32), *e = tg_full((int64_t[]){0}, 1, 1, TG_FLOAT32);

@@ -144,15 +144,15 @@ static void check_sane_shape(const char *op, tg_tensor *t) {
   tg_dtype dt = tg_get_dtype(t);
   if (nd < 0 || nd > TG_FUZZ_MAXRANK) return fz_violation("%s: result rank %d", op, nd);
   if ((int)dt < 0 || dt >= TG_DTYPE_COUNT) return fz_violation("%s: result dtype %d", op, (int)dt);
-  __int128 numel = 1;
   for (int i = 0; i < nd; i++) {
     if (s[i] < 0) return fz_violation("%s: result shape %s has a negative size", op, fz_shape_str(s, nd));
     if (tg_dim(t, i) != s[i] || tg_dim(t, i - nd) != s[i]) return fz_violation("%s: tg_dim disagrees with tg_shape", op);
-    numel *= s[i];
   }
   if (extent_bytes(s, nd, tg_dtype_size(dt)) < 0)
     return fz_violation("%s: result shape %s of %s has more bytes than fit in int64", op, fz_shape_str(s, nd),
                         tg_dtype_name(dt));
+  __int128 numel = 1; /* <= the extent: no overflow */
+  for (int i = 0; i < nd; i++) numel *= s[i];
   if ((__int128)tg_numel(t) != numel) return fz_violation("%s: tg_numel %lld for shape %s", op, (long long)tg_numel(t), fz_shape_str(s, nd));
 }
 

@@ -34,7 +34,7 @@ static const int64_t *near_shape(tg_tensor *t, gshape *g) {
   for (int i = 0; i < SHAPE_CAP; i++) {
     if (i >= g->nd || fz_chance(20)) g->s[i] = fz_chance(50) ? -1 : fz_size();
   }
-  if (fz_chance(10)) g->nd += (int)fz_below(3) - 1;
+  if (g->nd >= 0 && g->nd <= SHAPE_CAP && fz_chance(10)) g->nd += (int)fz_below(3) - 1;
   return fz_chance(3) ? NULL : g->s;
 }
 
@@ -492,6 +492,38 @@ static void call_grad(void) {
   }
 }
 
+/* One differentiable step of a gradient chain on x (any rank, 0-size axes included). */
+static tg_tensor *grad_step(tg_tensor *x) {
+  int nd = ndim_of(x), axis = fz_axis(nd), k = (int)fz_below(9);
+  int64_t lo[SHAPE_CAP] = {0}, hi[SHAPE_CAP];
+  for (int i = 0; i < SHAPE_CAP; i++) hi[i] = fz_below(2);
+  switch (k) {
+    case 0: return unary_ops[fz_below(N_(unary_ops))].fn(x);
+    case 1: return tg_softmax(x, axis);
+    case 2: return tg_cumsum(x, axis);
+    case 3: return tg_max(x, &axis, 1, fz_chance(50));
+    case 4: return tg_flip(x, &axis, 1);
+    case 5: return tg_pad(x, lo, hi, fz_double());
+    case 6: return tg_mul(x, tg_transpose(x, axis, fz_axis(nd)));
+    case 7: return nd == 2 ? tg_matmul(x, tg_transpose(x, 0, 1)) : tg_logsumexp(x, axis, fz_chance(50));
+    default: return tg_slice(x, axis, fz_below(3) - 1, TG_SLICE_END, fz_chance(50) ? 2 : -1);
+  }
+}
+
+/* d sum(f(x)) / dx for a random chain f: the derivative rules meet 0-d tensors, empty axes and
+ * high ranks. Cheap inputs only: the gradient may be realized later. */
+static void call_grad_chain(void) {
+  tg_tensor *x = fz_tensor(false), *y, *g = NULL;
+  if (!x || !cheap(x) || !tg_dtype_is_float(tg_get_dtype(x))) return;
+  int steps = 1 + (int)fz_below(3);
+  fz_log("gradient of a %d-step chain on x rank %d", steps, ndim_of(x));
+  y = x;
+  for (int i = 0; i < steps && y; i++) y = grad_step(y);
+  y = y ? tg_sum(y, NULL, 0, false) : NULL;
+  if (!y) return (void)fz_check_tensor("gradient chain", NULL);
+  if (fz_check_status("gradient", tg_gradient(y, &x, 1, &g)) == 0) keep("gradient", g, true);
+}
+
 /* ---------------------------------------------------------------- layers, optimizers, files */
 
 static int64_t layer_size(void) {
@@ -639,7 +671,7 @@ const fz_call fz_hostile_calls[] = {
     {"axis_fns", 5, call_axis_fns},   {"indexing", 3, call_indexing}, {"conv_pool", 4, call_conv_pool},
     {"norms", 3, call_norms},         {"losses", 2, call_losses},  {"inspect", 3, call_inspect},
     {"realize", 3, call_realize},     {"to_host", 3, call_to_host}, {"assign", 2, call_assign},
-    {"grad", 2, call_grad},           {"layers", 1, call_layers},  {"optimizer", 1, call_optimizer},
+    {"grad", 2, call_grad},           {"grad_chain", 3, call_grad_chain},           {"layers", 1, call_layers},  {"optimizer", 1, call_optimizer},
     {"files", 1, call_files},         {"state_dict", 1, call_state_dict}, {"loader", 1, call_loader},
     {"lifetimes", 2, call_lifetimes},
 };
