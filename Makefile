@@ -68,6 +68,13 @@ test-sanitize:
 	  LDFLAGS="-fsanitize=address,undefined" $(SANBUILD)/test_tg $(SANBUILD)/libtg.so $(SANBUILD)/tg.pc
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 SPEC=1 ./$(SANBUILD)/test_tg $(FILTER)
 
+# The thread tests (tests/test_threads.c, docs/threads.md) under ThreadSanitizer: any report fails.
+TSANBUILD ?= build-tsan
+test-tsan:
+	$(MAKE) BUILD=$(TSANBUILD) OPT="-O1 -g -fsanitize=thread -fno-omit-frame-pointer" LDFLAGS="-fsanitize=thread" \
+	  $(TSANBUILD)/test_tg
+	TSAN_OPTIONS="halt_on_error=1 exitcode=66" SPEC=1 ./$(TSANBUILD)/test_tg thread
+
 install: $(BUILD)/libtg.a $(BUILD)/libtg.so
 	$(MAKE) INSTALLING=1 -B $(BUILD)/tg.pc
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
@@ -80,7 +87,7 @@ install: $(BUILD)/libtg.a $(BUILD)/libtg.so
 clean:
 	rm -rf build build-san build-*
 
-.PHONY: all bench test test-sanitize install clean
+.PHONY: all bench test test-sanitize test-tsan install clean
 
 # ---------------------------------------------------------------- fuzzing (docs/errors.md)
 # `make fuzz` builds the random-call API fuzzer against the ASan+UBSan library of

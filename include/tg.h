@@ -47,7 +47,8 @@ typedef struct tg_tensor tg_tensor;
 /** An autorelease pool for tensors (opaque). */
 typedef struct tg_scope tg_scope;
 
-/** Counters of the work done since the last tg_reset_stats. */
+/** Counters of the work this thread did since its last tg_reset_stats (the *_alive counts are
+ *  the whole process's). */
 typedef struct tg_stats {
   uint64_t kernels_run;       /**< kernels launched */
   uint64_t kernels_compiled;  /**< kernels compiled (or loaded from the disk cache) */
@@ -80,9 +81,9 @@ void tg_scope_end(tg_scope *s);
 tg_tensor *tg_keep(tg_tensor *t);
 /** Take an extra reference to t (owned by the caller, not by any scope). Returns t. */
 tg_tensor *tg_retain(tg_tensor *t);
-/** Read the work counters. */
+/** Read this thread's work counters and the process's alive counts. */
 tg_stats tg_get_stats(void);
-/** Zero the work counters (alive counts are kept). */
+/** Zero this thread's work counters (alive counts are kept). */
 void tg_reset_stats(void);
 
 /* ------------------------------------------------------------ dtypes */

@@ -2,7 +2,8 @@
 # test.sh — the README's test command. Installs what the tests and benchmarks need, builds
 # everything warning-free, checks the build (the README's pkg-config command makes a program
 # that runs; a changed test fixture rebuilds its test), then runs the suite twice: plain and
-# under AddressSanitizer + UndefinedBehaviorSanitizer. One line per stage with its seconds; the
+# under AddressSanitizer + UndefinedBehaviorSanitizer, and the thread tests under
+# ThreadSanitizer. One line per stage with its seconds; the
 # runner prints one line per test area. JOBS (default: the cores) sets make's and the runner's
 # parallelism; BUILD and SANBUILD the build directories (build, build-san).
 set -e
@@ -48,4 +49,5 @@ stage "README example" readme_example
 stage "build checks" build_checks
 stage "tests" make -s test
 stage "tests under ASan+UBSan" make -s -j"$JOBS" test-sanitize
+stage "thread tests under ThreadSanitizer" make -s -j"$JOBS" test-tsan
 echo "test.sh: all passed in $(($(date +%s) - T0)) s"

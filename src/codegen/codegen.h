@@ -182,8 +182,8 @@ void program_set_opt_hook(opt_hook_fn fn, void *ctx);
  * error on failure). */
 int cpu_compile(const char *src, const char *const *names, int n, void **fns);
 
-/* What a kernel's speed depends on: compiler, flags, threads (keys BEAM's cache). */
-const char *cpu_device_name(void);
+/* What a kernel's speed depends on: compiler, flags, threads (keys BEAM's cache), into buf. */
+void cpu_device_name(char *buf, size_t n);
 /* Bytes in one vector register of this CPU (64 with AVX-512, 32 with AVX, else 16) and the
  * number of vector registers: what the lane width and the register tile are sized for.
  * VECTOR_BYTES=n overrides the width (experiments). */
@@ -208,5 +208,5 @@ int cpu_vector_registers(void);
  * sequences (beam of the given width) on scratch buffers; cached on disk by AST + device.
  * 0 or a negative status (then the caller falls back to the heuristics). */
 int beam_search(uop *ast, int width, kshape *best);
-extern uint64_t tg_beam_searches, tg_beam_cache_hits; /* searches run, answers from the disk cache */
+extern _Atomic uint64_t tg_beam_searches, tg_beam_cache_hits; /* searches run, answers from the disk cache */
 #endif

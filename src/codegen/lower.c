@@ -14,6 +14,7 @@
  * their reduction. After simplification, loads and stores whose index is base + lane become
  * vector accesses (LOAD/STORE arg = [lanes, aligned]). */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -545,16 +546,20 @@ static uop *lower_stores(lower_ctx *c, uop *ast, kernel_info *info) {
   return uop_new(OP_SINK, TG_BOOL, stores, ns, NULL, 0);
 }
 
+static rule_table *lower_tables[3];
+
+static void compile_tables(void) {
+  static rule_table *parts[2]; /* kept: the merged table refers to them */
+  lower_tables[0] = rule_table_compile("lower", lower_rule_list);
+  parts[0] = rule_table_compile("lower_cleanup", cleanup_rule_list), parts[1] = (rule_table *)symbolic_rules();
+  lower_tables[1] = rule_table_merge("lower_cleanup+symbolic", parts, 2);
+  lower_tables[2] = rule_table_compile("vector_access", vector_rule_list);
+}
+
 static const rule_table *tables(int which) {
-  static rule_table *t[3];
-  if (!t[0]) {
-    t[0] = rule_table_compile("lower", lower_rule_list);
-    static rule_table *parts[2]; /* kept: the merged table refers to them */
-    parts[0] = rule_table_compile("lower_cleanup", cleanup_rule_list), parts[1] = (rule_table *)symbolic_rules();
-    t[1] = rule_table_merge("lower_cleanup+symbolic", parts, 2);
-    t[2] = rule_table_compile("vector_access", vector_rule_list);
-  }
-  return t[which];
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, compile_tables);
+  return lower_tables[which];
 }
 
 uop *lower_kernel(uop *ast, const kshape *ks_in, int stage, kernel_info *info) {

@@ -247,9 +247,8 @@ int kshape_candidates(const kshape *ks, opt_action *out, int cap) {
 static bool pow2_lanes(int64_t n) { return n >= 2 && n <= 16 && (n & (n - 1)) == 0; }
 
 int kshape_lane_axis(const kshape *ks) {
-  static int enabled = -1;
-  if (enabled < 0) enabled = tg_getenv_int("VECTORIZE", 1) != 0;
-  if (!enabled) return -1;
+  static _Atomic int enabled = TG_ENV_UNREAD;
+  if (!tg_getenv_cached(&enabled, "VECTORIZE", 1)) return -1;
   int unroll = -1, upcast = -1;
   for (int i = 0; i < ks->nax; i++) {
     const kaxis *x = &ks->ax[i];

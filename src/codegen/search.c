@@ -35,7 +35,7 @@ typedef struct candidate {
   double ms;
 } candidate;
 
-uint64_t tg_beam_searches, tg_beam_cache_hits;
+_Atomic uint64_t tg_beam_searches, tg_beam_cache_hits;
 
 /* ---------------------------------------------------------------- buffers */
 
@@ -103,7 +103,8 @@ static void cache_name(uop *ast, char *name, size_t n) {
   int nkey = uop_serialize(ast, &key);
   uint64_t h = nkey < 0 ? 0 : hash_bytes(key, (size_t)nkey * sizeof *key, 21);
   if (nkey >= 0) free(key);
-  const char *dev = cpu_device_name();
+  char dev[512];
+  cpu_device_name(dev, sizeof dev);
   h = hash_mix(h, hash_bytes(dev, strlen(dev), 22));
   snprintf(name, n, "beam-%016llx.txt", (unsigned long long)h);
 }

@@ -11,6 +11,7 @@
  * Every buffer has BUFFER_SLACK readable bytes past its end (codegen.h): a vector load whose
  * first lane is in bounds never faults, so loads through a padded dim need no bounds check. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <sys/mman.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,8 +24,7 @@ typedef struct cpu_buffer {
   size_t nbytes;
 } cpu_buffer;
 
-uint64_t tg_buffers_alive, tg_bytes_alive;
-static uint64_t buffer_serial;
+_Atomic uint64_t tg_buffers_alive, tg_bytes_alive; /* every thread's buffers */
 
 /* ---------------------------------------------------------------- the free-block cache */
 
@@ -115,7 +115,7 @@ uop *buffer_new(tg_dtype dt, const int64_t *shape, int nd) {
   if (nd) memcpy(arg + 1, shape, sizeof(int64_t) * (size_t)nd); /* shape may be NULL for scalars */
   uop *u = uop_new(OP_BUFFER, dt, NULL, 0, arg, nd + 1);
   if (!u) { free(data), free(b); return NULL; }
-  tg_buffers_alive++, tg_bytes_alive += nbytes, buffer_serial++;
+  atomic_fetch_add(&tg_buffers_alive, 1), atomic_fetch_add(&tg_bytes_alive, nbytes);
   return u;
 }
 
@@ -123,7 +123,7 @@ void *buffer_data(uop *buf) { return ((cpu_buffer *)(intptr_t)buf->arg[0])->data
 
 void buffer_release_hook(uop *u) {
   cpu_buffer *b = (cpu_buffer *)(intptr_t)u->arg[0];
-  tg_buffers_alive--, tg_bytes_alive -= b->nbytes;
+  atomic_fetch_sub(&tg_buffers_alive, 1), atomic_fetch_sub(&tg_bytes_alive, b->nbytes);
   if (!cache_put(b->data, (b->nbytes + 63) / 64 * 64 + BUFFER_SLACK)) free(b->data);
   free(b);
 }

@@ -6,6 +6,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,24 +23,38 @@
  * their own vector code. */
 #define CPU_BASE_FLAGS "-O2 -march=native -fwrapv -fno-math-errno -fno-tree-slp-vectorize -fPIC -shared"
 
-/* The compiler flags: -march=native plus the AVX-512 subsets this CPU has. A compiler older
- * than the CPU does not know it (GCC 12.2 takes Zen 5 for znver3, AVX-512 off), and then a
- * 16-lane float vector is split into two AVX2 halves: twice the registers, a register tile of
- * 16 accumulators spills on every step (conv and matmul kernels ran 2-10x slower). */
-static const char *cpu_flags(void) {
-  static char flags[256];
-  if (flags[0]) return flags;
-  size_t n = (size_t)snprintf(flags, sizeof flags, "%s", CPU_BASE_FLAGS);
+/* What this CPU is, found once per process (any thread may ask first): the compiler flags —
+ * -march=native plus the AVX-512 subsets this CPU has (a compiler older than the CPU does not
+ * know it: GCC 12.2 takes Zen 5 for znver3, AVX-512 off, and then a 16-lane float vector is
+ * split into two AVX2 halves, twice the registers, and a register tile of 16 accumulators
+ * spills on every step: conv and matmul kernels ran 2-10x slower) — and the vector width. */
+static struct {
+  pthread_once_t once;
+  char flags[256];
+  int vector_bytes;
+} cpu = {.once = PTHREAD_ONCE_INIT};
+
+static void cpu_detect(void) {
+  size_t n = (size_t)snprintf(cpu.flags, sizeof cpu.flags, "%s", CPU_BASE_FLAGS);
+  cpu.vector_bytes = 16;
 #if defined(__x86_64__) && defined(__GNUC__)
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f")) n += (size_t)snprintf(flags + n, sizeof flags - n, " -mavx512f");
-  if (__builtin_cpu_supports("avx512vl")) n += (size_t)snprintf(flags + n, sizeof flags - n, " -mavx512vl");
-  if (__builtin_cpu_supports("avx512bw")) n += (size_t)snprintf(flags + n, sizeof flags - n, " -mavx512bw");
-  if (__builtin_cpu_supports("avx512dq")) n += (size_t)snprintf(flags + n, sizeof flags - n, " -mavx512dq");
-  if (__builtin_cpu_supports("avx512cd")) n += (size_t)snprintf(flags + n, sizeof flags - n, " -mavx512cd");
+  if (__builtin_cpu_supports("avx512f")) cpu.vector_bytes = 64;
+  else if (__builtin_cpu_supports("avx")) cpu.vector_bytes = 32;
+  if (__builtin_cpu_supports("avx512f")) n += (size_t)snprintf(cpu.flags + n, sizeof cpu.flags - n, " -mavx512f");
+  if (__builtin_cpu_supports("avx512vl")) n += (size_t)snprintf(cpu.flags + n, sizeof cpu.flags - n, " -mavx512vl");
+  if (__builtin_cpu_supports("avx512bw")) n += (size_t)snprintf(cpu.flags + n, sizeof cpu.flags - n, " -mavx512bw");
+  if (__builtin_cpu_supports("avx512dq")) n += (size_t)snprintf(cpu.flags + n, sizeof cpu.flags - n, " -mavx512dq");
+  if (__builtin_cpu_supports("avx512cd")) n += (size_t)snprintf(cpu.flags + n, sizeof cpu.flags - n, " -mavx512cd");
 #endif
   (void)n;
-  return flags;
+  int env = tg_getenv_int("VECTOR_BYTES", 0);
+  if (env == 16 || env == 32 || env == 64) cpu.vector_bytes = env;
+}
+
+static const char *cpu_flags(void) {
+  pthread_once(&cpu.once, cpu_detect);
+  return cpu.flags;
 }
 
 static const char *compiler(void) {
@@ -81,17 +96,8 @@ static int run_compiler(const char *src, const char *name, const char *out) {
 }
 
 int cpu_vector_bytes(void) {
-  static int bytes;
-  if (bytes) return bytes;
-  bytes = 16;
-#if defined(__x86_64__) && defined(__GNUC__)
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f")) bytes = 64;
-  else if (__builtin_cpu_supports("avx")) bytes = 32;
-#endif
-  int env = tg_getenv_int("VECTOR_BYTES", 0);
-  if (env == 16 || env == 32 || env == 64) bytes = env;
-  return bytes;
+  pthread_once(&cpu.once, cpu_detect);
+  return cpu.vector_bytes;
 }
 
 int cpu_vector_lanes(size_t elem_bytes) {
@@ -101,11 +107,8 @@ int cpu_vector_lanes(size_t elem_bytes) {
 
 int cpu_vector_registers(void) { return cpu_vector_bytes() == 64 ? 32 : 16; }
 
-const char *cpu_device_name(void) {
-  static char name[512];
-  if (!name[0]) snprintf(name, sizeof name, "cpu %s %s threads=%d vector=%d", compiler(), cpu_flags(), threadpool_size(),
-                           cpu_vector_bytes());
-  return name;
+void cpu_device_name(char *buf, size_t n) {
+  snprintf(buf, n, "cpu %s %s threads=%d vector=%d", compiler(), cpu_flags(), threadpool_size(), cpu_vector_bytes());
 }
 
 /* dlopen the object at path and find names in it: the handle, or NULL and why. */
@@ -148,16 +151,36 @@ int cpu_compile(const char *src, const char *const *names, int n, void **fns) {
     int rc = compile_fresh(src, name, names, n, fns);
     if (rc < 0) return rc;
   }
-  tg_global_stats.kernels_compiled++;
-  tg_global_stats.disk_cache_hits += hit;
-  tg_global_stats.compile_seconds += tg_now() - t0;
+  tg_thread_stats.kernels_compiled++;
+  tg_thread_stats.disk_cache_hits += hit;
+  tg_thread_stats.compile_seconds += tg_now() - t0;
   return 0; /* the library stays loaded for the life of the process */
 }
 
 /* ---------------------------------------------------------------- programs */
 
+/* The program caches, shared by every thread (cache_lock). A program is built outside the
+ * lock: two threads that miss the same kernel at once both build it, and the second to insert
+ * uses the first one's program. */
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
 static ptrmap by_ast;    /* serialized-AST hash → cached_program chain */
 static ptrmap by_source; /* source hash → program, for equal source from other ASTs */
+
+/* The functions of a program already built from the same source, into fns; false if none. */
+static bool same_source(const char *src, uint64_t key, void **fns) {
+  pthread_mutex_lock(&cache_lock);
+  program *same = ptrmap_get(&by_source, (void *)(uintptr_t)key);
+  bool hit = same && !strcmp(same->src, src);
+  if (hit) fns[0] = (void *)same->stage[0].fn, fns[1] = (void *)same->stage[1].fn;
+  pthread_mutex_unlock(&cache_lock);
+  return hit;
+}
+
+static void by_source_put(uint64_t key, program *p) {
+  pthread_mutex_lock(&cache_lock);
+  ptrmap_put(&by_source, (void *)(uintptr_t)key, p);
+  pthread_mutex_unlock(&cache_lock);
+}
 
 static int parallel_iterations(const kshape *ks) {
   int a = kshape_parallel_axis(ks);
@@ -207,12 +230,11 @@ program *program_build(uop *ast, const kshape *ks) {
   if (!p->src) { tg_set_error(TG_ERR_NOMEM, "render: out of memory"); goto fail; }
   if (tg_debug() >= 4) fprintf(stderr, "%s\n", p->src);
   uint64_t key = hash_bytes(p->src, strlen(p->src), 7) | 1;
-  program *same = ptrmap_get(&by_source, (void *)(uintptr_t)key);
   void *fns[2] = {0};
-  if (same && !strcmp(same->src, p->src)) fns[0] = (void *)same->stage[0].fn, fns[1] = (void *)same->stage[1].fn;
-  else if (cpu_compile(p->src, name_ptrs, p->nstages, fns) < 0) goto fail;
-  else ptrmap_put(&by_source, (void *)(uintptr_t)key, p);
+  bool shared = same_source(p->src, key, fns);
+  if (!shared && cpu_compile(p->src, name_ptrs, p->nstages, fns) < 0) goto fail;
   for (int s = 0; s < p->nstages; s++) p->stage[s].fn = (kernel_fn)fns[s];
+  if (!shared) by_source_put(key, p); /* complete before other threads can see it */
   free(lin[0].ops), free(lin[1].ops);
   uop_pool_release(mark);
   return p;
@@ -228,7 +250,9 @@ fail:
 void program_free(program *p) {
   if (!p) return;
   uint64_t key = hash_bytes(p->src, strlen(p->src), 7) | 1;
+  pthread_mutex_lock(&cache_lock);
   if (ptrmap_get(&by_source, (void *)(uintptr_t)key) == p) ptrmap_put(&by_source, (void *)(uintptr_t)key, NULL);
+  pthread_mutex_unlock(&cache_lock);
   free(p->src);
   free(p);
 }
@@ -289,7 +313,8 @@ typedef struct cached_program {
   struct cached_program *next; /* same hash */
 } cached_program;
 
-/* The test hook: kernels built with the hook's state, uncached, freed when it is reset. */
+/* The test hook: kernels built with the hook's state, uncached, freed when it is reset (tests
+ * only: not for use while other threads realize). */
 static struct {
   opt_hook_fn fn;
   void *ctx;
@@ -310,21 +335,36 @@ static program *build_hooked(uop *ast) {
   return p;
 }
 
+/* The cached program of a serialized AST, or NULL (under cache_lock). */
+static program *cached(uint64_t h, const int64_t *key, int nkey) {
+  for (cached_program *c = ptrmap_get(&by_ast, (void *)(uintptr_t)h); c; c = c->next)
+    if (c->nkey == nkey && !memcmp(c->key, key, (size_t)nkey * sizeof *key)) return c->prog;
+  return NULL;
+}
+
 program *program_get(uop *ast) {
   if (hook.fn) return build_hooked(ast);
   int64_t *key;
   int nkey = uop_serialize(ast, &key);
   if (nkey < 0) { tg_set_error(TG_ERR_NOMEM, "program cache: out of memory"); return NULL; }
   uint64_t h = hash_bytes(key, (size_t)nkey * sizeof *key, 11) | 1;
-  cached_program *head = ptrmap_get(&by_ast, (void *)(uintptr_t)h);
-  for (cached_program *c = head; c; c = c->next)
-    if (c->nkey == nkey && !memcmp(c->key, key, (size_t)nkey * sizeof *key)) { free(key); return c->prog; }
-  program *p = build_program(ast);
-  cached_program *c = p ? malloc(sizeof *c) : NULL;
-  if (!c) { free(key); return p; } /* uncached: built again next time */
-  *c = (cached_program){key, nkey, p, head};
-  ptrmap_put(&by_ast, (void *)(uintptr_t)h, c);
-  return p;
+  pthread_mutex_lock(&cache_lock);
+  program *p = cached(h, key, nkey);
+  pthread_mutex_unlock(&cache_lock);
+  if (p || !(p = build_program(ast))) { free(key); return p; }
+  pthread_mutex_lock(&cache_lock);
+  program *first = cached(h, key, nkey); /* another thread built it meanwhile */
+  cached_program *c = first ? NULL : malloc(sizeof *c);
+  if (c) {
+    *c = (cached_program){key, nkey, p, ptrmap_get(&by_ast, (void *)(uintptr_t)h)};
+    if (ptrmap_put(&by_ast, (void *)(uintptr_t)h, c) < 0) free(c), c = NULL;
+  }
+  pthread_mutex_unlock(&cache_lock);
+  if (c) return p;
+  free(key);
+  program_free(p);
+  if (!first) tg_set_error(TG_ERR_NOMEM, "program cache: out of memory");
+  return first;
 }
 
 int program_exec(program *p, void **args) {
@@ -348,10 +388,10 @@ int program_run(program *p, void **args) {
   int rc = program_exec(p, args);
   double dt = tg_now() - t0;
   if (rc < 0) return rc;
-  tg_global_stats.kernels_run++;
-  tg_global_stats.kernel_seconds += dt;
-  tg_global_stats.flops += p->info.flops;
-  tg_global_stats.bytes_moved += p->info.bytes;
+  tg_thread_stats.kernels_run++;
+  tg_thread_stats.kernel_seconds += dt;
+  tg_thread_stats.flops += p->info.flops;
+  tg_thread_stats.bytes_moved += p->info.bytes;
   if (tg_debug() >= 1)
     fprintf(stderr, "kernel %-28s %9.3f ms %8.2f GFLOPS %8.2f GB/s\n", p->info.name, dt * 1e3,
             dt > 0 ? (double)p->info.flops / dt * 1e-9 : 0.0, dt > 0 ? (double)p->info.bytes / dt * 1e-9 : 0.0);

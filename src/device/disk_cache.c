@@ -24,7 +24,7 @@
 #define TMP_INFIX ".tmp-"
 #define STALE_SECONDS 3600
 
-uint64_t disk_cache_removed;
+_Atomic uint64_t disk_cache_removed;
 
 /* Which directory is in use. Compiles may run on several threads: guarded by lock. */
 static struct {

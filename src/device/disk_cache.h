@@ -20,7 +20,7 @@
 #include <stdint.h>
 
 /* Entries removed as broken in this process (tests read it). */
-extern uint64_t disk_cache_removed;
+extern _Atomic uint64_t disk_cache_removed;
 
 /* Whether lookups and stores are on (CACHELEVEL > 0, the default). */
 bool disk_cache_enabled(void);

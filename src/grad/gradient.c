@@ -6,6 +6,8 @@
  * graphs of primitives only, so gradients of gradients use the same table. */
 #include "grad/gradient.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -195,20 +197,26 @@ bool grad_has_rule(uop_op op) { return op < OP_COUNT && (grad_rules[op] || op ==
 /* ---------------------------------------------------------------- custom rules */
 
 enum { MAX_CUSTOM_RULES = 16 };
-static grad_custom_rule custom_rules[MAX_CUSTOM_RULES];
+static _Atomic(grad_custom_rule) custom_rules[MAX_CUSTOM_RULES];
+static pthread_mutex_t custom_lock = PTHREAD_MUTEX_INITIALIZER;
 
 int grad_register_custom(grad_custom_rule rule) {
-  for (int i = 0; i < MAX_CUSTOM_RULES; i++) {
-    if (custom_rules[i] == rule) return i;
-    if (!custom_rules[i]) return custom_rules[i] = rule, i;
+  int id = -1;
+  pthread_mutex_lock(&custom_lock);
+  for (int i = 0; i < MAX_CUSTOM_RULES && id < 0; i++) {
+    grad_custom_rule have = atomic_load(&custom_rules[i]);
+    if (have == rule) id = i;
+    else if (!have) atomic_store(&custom_rules[i], rule), id = i;
   }
-  return -1;
+  pthread_mutex_unlock(&custom_lock);
+  return id;
 }
 
 /* GRADFN: the registered rule; no gradient flows into the value's own graph (src[0]). */
 static void d_custom(uop *u, uop *g, uop **d) {
   int64_t id = u->arg[0];
-  if (id >= 0 && id < MAX_CUSTOM_RULES && custom_rules[id]) custom_rules[id](u, g, d);
+  grad_custom_rule rule = id >= 0 && id < MAX_CUSTOM_RULES ? atomic_load(&custom_rules[id]) : NULL;
+  if (rule) rule(u, g, d);
   d[0] = NULL;
 }
 
@@ -223,7 +231,8 @@ typedef struct walk {
 /* The target a node stands for: itself, or the buffer it was realized into. */
 static uop *target_of(walk *w, uop *u) {
   if (ptrmap_has(&w->targets, u)) return u;
-  if (u->realized && ptrmap_has(&w->targets, u->realized)) return u->realized;
+  uop *buf = uop_realized(u);
+  if (buf && ptrmap_has(&w->targets, buf)) return buf;
   return NULL;
 }
 
@@ -358,13 +367,20 @@ int tg_gradient(tg_tensor *y, tg_tensor **xs, int n, tg_tensor **grads_out) {
   return rc;
 }
 
-/* ---- parameters: a registry of handles marked requires_grad */
+/* ---- parameters: a registry of handles marked requires_grad, for every thread. tg_backward
+ * reads it whole (another thread's parameters are skipped: its loss does not reach them), so
+ * it holds the lock throughout; freeing a parameter meanwhile waits. Recursive: nothing in a
+ * backward frees a parameter today, and if it did it would not deadlock. */
 
 static VEC(tg_tensor *) params;
+static pthread_mutex_t params_lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
 
 void grad_forget(tg_tensor *t) {
+  pthread_mutex_lock(&params_lock);
   for (size_t i = 0; i < params.n; i++)
     if (params.v[i] == t) { params.v[i] = params.v[--params.n]; break; }
+  if (!params.n) VEC_FREE(params);
+  pthread_mutex_unlock(&params_lock);
   t->requires_grad = false;
 }
 
@@ -374,7 +390,10 @@ tg_tensor *tg_requires_grad(tg_tensor *t, bool on) {
   if (!on) { grad_forget(t); return t; }
   if (!dtype_is_float(t->u->dtype))
     return tensor_error("requires_grad: only float tensors can have gradients, got %s", tg_dtype_name(t->u->dtype));
-  if (VEC_PUSH(params, t) < 0) return tensor_error("requires_grad: out of memory");
+  pthread_mutex_lock(&params_lock);
+  int rc = VEC_PUSH(params, t);
+  pthread_mutex_unlock(&params_lock);
+  if (rc < 0) return tensor_error("requires_grad: out of memory");
   t->requires_grad = true;
   return t;
 }
@@ -407,15 +426,14 @@ static int add_to_grad(tg_tensor *p, uop *g) {
   return 0;
 }
 
-int tg_backward(tg_tensor *loss) {
-  if (!loss) return null_arg("backward"), TG_ERR_ARG;
-  if (!check_scalar("backward", loss)) return TG_ERR_ARG;
+/* Under params_lock. */
+static int backward_locked(tg_tensor *loss) {
   size_t n = params.n;
   if (!n) return tg_set_error(TG_ERR_ARG, "backward: no tensor is marked with tg_requires_grad");
   tg_tensor **ps = malloc(sizeof *ps * n);
   uop **targets = malloc(sizeof(uop *) * 2 * n), **g = targets ? targets + n : NULL;
   if (!ps || !targets) return free(ps), free(targets), tg_set_error(TG_ERR_NOMEM, "backward: out of memory");
-  memcpy(ps, params.v, sizeof *ps * n); /* a snapshot: the registry may change below */
+  memcpy(ps, params.v, sizeof *ps * n);
   for (size_t i = 0; i < n; i++) targets[i] = ps[i]->u;
   size_t mark = uop_pool_mark();
   int rc = grad_uops(loss->u, targets, (int)n, g), found = 0;
@@ -427,12 +445,21 @@ int tg_backward(tg_tensor *loss) {
   return rc;
 }
 
+int tg_backward(tg_tensor *loss) {
+  if (!loss) return null_arg("backward"), TG_ERR_ARG;
+  if (!check_scalar("backward", loss)) return TG_ERR_ARG;
+  pthread_mutex_lock(&params_lock);
+  int rc = backward_locked(loss);
+  pthread_mutex_unlock(&params_lock);
+  return rc;
+}
+
 /* A realized computed value detaches to its buffer: a new leaf with no history and nothing to
  * run. A leaf buffer (or a lazy value) gets a DETACH node: it must stay a node of its own, or
  * x * detach(x) would see the same target twice. */
 tg_tensor *tg_detach(tg_tensor *t) {
   if (!t) return null_arg("detach");
-  if (t->u->op != OP_BUFFER && t->u->realized) return tensor_wrap(t->u->realized);
+  if (t->u->op != OP_BUFFER && uop_realized(t->u)) return tensor_wrap(uop_realized(t->u));
   size_t mark = uop_pool_mark();
   tg_tensor *r = tensor_wrap(uop_new1(OP_DETACH, t->u->dtype, t->u));
   uop_pool_release(mark);

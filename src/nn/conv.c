@@ -9,6 +9,7 @@
  * a reduction of the same windows. The generic rules would differentiate the window view
  * instead, which yields a col2im: a huge per-window intermediate and a second kernel. */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -275,8 +276,9 @@ static void conv_grad_rule(uop *u, uop *gy, uop **d) {
 
 /* The convolution without bias, wrapped so that autograd uses conv_grad_rule. */
 static tg_tensor *conv_graph(tg_tensor *x, tg_tensor *w, const conv_geom *g) {
-  static int rule_id = -1;
-  if (rule_id < 0) rule_id = grad_register_custom(conv_grad_rule);
+  static _Atomic int registered = -1; /* any thread may register it first: the same id */
+  int rule_id = atomic_load(&registered);
+  if (rule_id < 0) atomic_store(&registered, rule_id = grad_register_custom(conv_grad_rule));
   int nsp = g->nsp, n = 4 + 2 * nsp, axes[TG_MAX_DIMS];
   bool pads = false;
   for (int j = 0; j < nsp; j++) pads |= g->pad_before[j] > 0 || g->pad_after[j] > 0;

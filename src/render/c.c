@@ -68,6 +68,8 @@ typedef struct renderer {
   unsigned vec_used[TG_DTYPE_COUNT]; /* bit k: a vector of 2^k lanes of this element type */
   char tmp[8][192];                  /* operand spellings */
   int ntmp;
+  char vtypes[8][32];                /* vector type spellings */
+  int nvtypes;
 } renderer;
 
 static const char *ctype(tg_dtype dt) { return dtype_table[dt].cvalue; }
@@ -88,11 +90,9 @@ enum { V_VALUE, V_ALIGNED, V_UNALIGNED };
 
 /* "tg_f32x16" (memory accesses: "tg_f32x16a", "tg_f32x16u"); records the typedefs. */
 static const char *vtype(renderer *r, tg_dtype dt, int w, int access) {
-  static char buf[8][32];
-  static int next;
   tg_dtype e = vec_elem(dt);
   r->vec_used[e] |= 1u << __builtin_ctz((unsigned)w);
-  char *b = buf[next++ & 7];
+  char *b = r->vtypes[r->nvtypes++ & 7];
   snprintf(b, 32, "tg_%sx%d%s", vec_names[e], w, access == V_ALIGNED ? "a" : access == V_UNALIGNED ? "u" : "");
   return b;
 }

@@ -3,6 +3,7 @@
 #include "uop/uop.h"
 
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,7 +11,7 @@
 
 static _Thread_local char last_error[1024];
 static _Thread_local int last_status;
-tg_stats tg_global_stats;
+_Thread_local tg_stats tg_thread_stats;
 
 int tg_set_error(int status, const char *fmt, ...) {
   va_list ap;
@@ -39,16 +40,20 @@ int tg_getenv_int(const char *name, int dflt) {
   return v && *v ? atoi(v) : dflt;
 }
 
+int tg_getenv_cached(_Atomic int *slot, const char *name, int dflt) {
+  int v = atomic_load_explicit(slot, memory_order_relaxed);
+  if (v == TG_ENV_UNREAD) atomic_store_explicit(slot, v = tg_getenv_int(name, dflt), memory_order_relaxed);
+  return v;
+}
+
 int tg_debug(void) {
-  static int level = -1;
-  if (level < 0) level = tg_getenv_int("DEBUG", 0);
-  return level;
+  static _Atomic int level = TG_ENV_UNREAD;
+  return tg_getenv_cached(&level, "DEBUG", 0);
 }
 
 bool tg_spec_checks(void) {
-  static int on = -1;
-  if (on < 0) on = tg_getenv_int("SPEC", 0) != 0;
-  return on;
+  static _Atomic int on = TG_ENV_UNREAD;
+  return tg_getenv_cached(&on, "SPEC", 0) != 0;
 }
 
 double tg_now(void) {
@@ -58,15 +63,15 @@ double tg_now(void) {
 }
 
 tg_stats tg_get_stats(void) {
-  extern uint64_t tg_buffers_alive, tg_bytes_alive;
-  tg_stats s = tg_global_stats;
+  extern _Atomic uint64_t tg_buffers_alive, tg_bytes_alive;
+  tg_stats s = tg_thread_stats;
   s.uops_alive = uop_alive_count();
-  s.buffers_alive = tg_buffers_alive;
-  s.bytes_alive = tg_bytes_alive;
+  s.buffers_alive = atomic_load(&tg_buffers_alive);
+  s.bytes_alive = atomic_load(&tg_bytes_alive);
   return s;
 }
 
-void tg_reset_stats(void) { memset(&tg_global_stats, 0, sizeof tg_global_stats); }
+void tg_reset_stats(void) { memset(&tg_thread_stats, 0, sizeof tg_thread_stats); }
 
 /* ---- ptrmap: linear probing, power-of-two capacity, keys never removed. */
 static size_t ptr_slot(const void *key, size_t cap) {

@@ -2,6 +2,8 @@
 #ifndef TG_HELPERS_H
 #define TG_HELPERS_H
 
+#include <limits.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -27,11 +29,15 @@ static inline bool ck_mul(int64_t a, int64_t b, int64_t *out) { return !__builti
 
 /* Environment knobs, read once (DEBUG, SPEC, CACHELEVEL, …). */
 int tg_getenv_int(const char *name, int dflt);
+/* An env knob read once into *slot (`static _Atomic int slot = TG_ENV_UNREAD`): any thread may
+ * be first, and two reading it at once is harmless. */
+#define TG_ENV_UNREAD INT_MIN
+int tg_getenv_cached(_Atomic int *slot, const char *name, int dflt);
 int tg_debug(void);
 bool tg_spec_checks(void);
 
-/* Stats (see tg_stats in tg.h). */
-extern tg_stats tg_global_stats;
+/* Stats (see tg_stats in tg.h): each thread counts its own work. */
+extern _Thread_local tg_stats tg_thread_stats;
 double tg_now(void);
 
 /* Open-addressing hash map from pointer keys to pointer values. */

@@ -36,13 +36,15 @@ static inline void cpu_relax(void) {
 }
 
 int threadpool_size(void) {
-  static int size;
-  if (!size) {
+  static _Atomic int size; /* any thread may ask first: both compute the same number */
+  int n = atomic_load_explicit(&size, memory_order_relaxed);
+  if (!n) {
     long online = sysconf(_SC_NPROCESSORS_ONLN);
-    int n = tg_getenv_int("THREADS", online > 0 ? (int)online : 1);
-    size = n < 1 ? 1 : n > 256 ? 256 : n;
+    n = tg_getenv_int("THREADS", online > 0 ? (int)online : 1);
+    n = n < 1 ? 1 : n > 256 ? 256 : n;
+    atomic_store_explicit(&size, n, memory_order_relaxed);
   }
-  return size;
+  return n;
 }
 
 static void run_chunk(int t) {

@@ -156,7 +156,10 @@ static void choose_roots(sched *s) {
 typedef struct kctx {
   sched *s;
   uop *root;
-  VEC(uop *) bufs; /* slot → BUFFER */
+  VEC(uop *) bufs;                 /* slot → BUFFER */
+  ptrmap value_index;              /* user VALUE → its index in its dtype's block + 1 */
+  int64_t nvalues[TG_DTYPE_COUNT]; /* values of each dtype in this kernel */
+  uop *values[TG_DTYPE_COUNT];     /* the block (a BUFFER) holding them */
 } kctx;
 
 /* The PARAM of buf's slot, read as `shape` (buf's own shape, or a reshape of it). */
@@ -170,11 +173,56 @@ static uop *to_param(kctx *k, uop *buf, const int64_t *shape, int nd) {
   return uop_new(OP_PARAM, buf->dtype, NULL, 0, arg, 1 + nd);
 }
 
-/* What a kernel input is read from, or NULL: a BUFFER, another root's buffer, or a user's
- * VALUE (a 0-d input whose data is the value, bound at launch: see run_kernel). */
+/* The buffer a kernel input is stored in (a BUFFER, or another root's), or NULL. */
 static uop *stored_input(kctx *k, uop *u) {
-  if (u->op == OP_BUFFER || u->op == OP_VALUE) return u;
+  if (u->op == OP_BUFFER) return u;
   return u != k->root && is_root(k->s, u) ? ptrmap_get(&k->s->roots, u) : NULL;
+}
+
+/* ---- user values: kernel arguments
+ * The VALUEs a kernel reads (tg_full, tg_mul_s, ... : docs/architecture.md) are packed, per
+ * dtype, into one small block made for this run; each VALUE becomes element i of its block's
+ * PARAM. The AST holds only the counts and indices, never the numbers, so a new value finds
+ * the same program; and a kernel reading a thousand scalars needs one slot per dtype. */
+
+static int collect_values(kctx *k, uop *u, ptrmap *seen) {
+  if (ptrmap_has(seen, u)) return 0;
+  if (ptrmap_put(seen, u, u) < 0) return TG_ERR_NOMEM;
+  if (u->op == OP_VALUE) return ptrmap_put(&k->value_index, u, (void *)(intptr_t)++k->nvalues[u->dtype]);
+  if (u != k->root && stored_input(k, u)) return 0;
+  for (int i = 0; i < u->nsrc; i++)
+    if (collect_values(k, u->src[i], seen) < 0) return TG_ERR_NOMEM;
+  return 0;
+}
+
+/* The block of each dtype, its elements the values in their dtype (ints from their bits). */
+static int make_value_blocks(kctx *k, uop *expr) {
+  ptrmap seen = {0};
+  int rc = collect_values(k, expr, &seen);
+  ptrmap_free(&seen);
+  for (int dt = 0; dt < TG_DTYPE_COUNT && !rc; dt++)
+    if (k->nvalues[dt] && !(k->values[dt] = buffer_new((tg_dtype)dt, &k->nvalues[dt], 1))) rc = TG_ERR_NOMEM;
+  for (size_t i = 0; i < k->value_index.cap && !rc; i++) {
+    uop *v = (uop *)k->value_index.keys[i];
+    if (!v) continue;
+    tg_dtype dt = (tg_dtype)v->dtype;
+    size_t at = (size_t)(intptr_t)k->value_index.vals[i] - 1, size = tg_dtype_size(dt);
+    unsigned char *data = (unsigned char *)buffer_data(k->values[dt]) + at * size;
+    if (dtype_is_float(dt)) dtype_write(data, dt, 0, uop_const_value(v));
+    else memcpy(data, &v->arg[0], size); /* exact bits (little-endian) */
+  }
+  return rc;
+}
+
+/* VALUE → its element of the block: a 0-d view of PARAM (n,) at [i, i+1). */
+static uop *value_rule(void *ctx, uop *u, uop **cap) {
+  (void)cap;
+  kctx *k = ctx;
+  int64_t at = (int64_t)(intptr_t)ptrmap_get(&k->value_index, u) - 1, range[2] = {at, at + 1};
+  uop *block = k->values[u->dtype];
+  uop *p = to_param(k, block, uop_shape(block), 1);
+  uop *one = p ? uop_new(OP_SHRINK, u->dtype, &p, 1, range, 2) : NULL;
+  return one ? uop_new(OP_RESHAPE, u->dtype, &one, 1, NULL, 0) : NULL;
 }
 
 /* Inputs of a kernel: other roots and buffers become PARAM slots. */
@@ -195,11 +243,12 @@ static uop *reshaped_param_rule(void *ctx, uop *u, uop **cap) {
   return buf ? to_param(ctx, buf, uop_shape(u), uop_ndim(u)) : NULL;
 }
 
-static const rule param_rules_list[] = {{"(RESHAPE x)", reshaped_param_rule}, {"x", param_rule}, {NULL, NULL}};
+static const rule param_rules_list[] = {
+    {"(VALUE)", value_rule}, {"(RESHAPE x)", reshaped_param_rule}, {"x", param_rule}, {NULL, NULL}};
 
 static uop *kernel_ast(kctx *k, uop *root) {
-  static rule_table *rules;
-  if (!rules) rules = rule_table_compile("kernel_params", param_rules_list);
+  static rule_table *_Atomic table;
+  rule_table *rules = rule_table_once(&table, "kernel_params", param_rules_list);
   uop *out = ptrmap_get(&k->s->roots, root);
   if (!to_param(k, out, uop_shape(out), uop_ndim(out))) return NULL; /* slot 0 */
   k->root = root;
@@ -209,12 +258,14 @@ static uop *kernel_ast(kctx *k, uop *root) {
   uop *under = expr;
   while (under->op == OP_RESHAPE && !is_root(k->s, under->src[0])) under = under->src[0];
   if (under->op == OP_REDUCE_AXIS) expr = under;
+  if (make_value_blocks(k, expr) < 0) return NULL;
   uop *src[8];
   int n = expr->nsrc;
   if (n > 8) return NULL;
   for (int i = 0; i < n; i++)
     if (!(src[i] = graph_rewrite_ex(expr->src[i], rules, k, true))) return NULL;
-  if (expr->op == OP_BUFFER || expr->op == OP_VALUE || (expr != root && is_root(k->s, expr))) expr = param_rule(k, expr, NULL);
+  if (expr->op == OP_VALUE) expr = value_rule(k, expr, NULL);
+  else if (expr->op == OP_BUFFER || (expr != root && is_root(k->s, expr))) expr = param_rule(k, expr, NULL);
   else if (n) expr = uop_replace_src(expr, src, n);
   return uop_new(OP_SINK, root->dtype, &expr, 1, uop_shape(expr), uop_ndim(expr));
 }
@@ -223,7 +274,7 @@ static uop *kernel_ast(kctx *k, uop *root) {
 
 static uop *realized_rule(void *ctx, uop *u, uop **cap) {
   (void)ctx, (void)cap;
-  return u->op == OP_GRADFN ? u->src[0] : u->realized; /* GRADFN only matters to autograd */
+  return u->op == OP_GRADFN ? u->src[0] : uop_realized(u); /* GRADFN only matters to autograd */
 }
 /* DETACH only matters to autograd: kernels never see it */
 static uop *strip_detach(void *ctx, uop *u, uop **cap) {
@@ -234,33 +285,25 @@ static const rule realized_rules_list[] = {{"(DETACH x)", strip_detach}, {"x", r
 
 /* ---- running */
 
-/* Run a kernel on its inputs: buffers, and VALUEs whose data is their value in their dtype. */
 static int run_kernel(uop *ast, uop **bufs, int nbufs, int64_t numel) {
   if (numel == 0) return 0;
   void *args[64];
-  _Alignas(64) unsigned char values[64][8 + BUFFER_SLACK];
   if (nbufs > 64) return tg_set_error(TG_ERR_DEVICE, "kernel has %d buffers (max 64)", nbufs);
-  double t0 = tg_now(), compile0 = tg_global_stats.compile_seconds;
+  double t0 = tg_now(), compile0 = tg_thread_stats.compile_seconds;
   program *p = program_get(ast);
-  tg_global_stats.lower_seconds += tg_now() - t0 - (tg_global_stats.compile_seconds - compile0);
+  tg_thread_stats.lower_seconds += tg_now() - t0 - (tg_thread_stats.compile_seconds - compile0);
   if (!p) return TG_ERR_COMPILE;
-  for (int i = 0; i < nbufs; i++) {
-    uop *b = bufs[i];
-    tg_dtype dt = (tg_dtype)b->dtype;
-    if (b->op == OP_BUFFER) args[i] = buffer_data(b);
-    else if (dtype_is_float(dt)) dtype_write(args[i] = values[i], dt, 0, uop_const_value(b));
-    else memcpy(args[i] = values[i], &b->arg[0], tg_dtype_size(dt)); /* exact bits (little-endian) */
-  }
+  for (int i = 0; i < nbufs; i++) args[i] = buffer_data(bufs[i]);
   return program_run(p, args);
 }
 
 int schedule_realize(uop **targets, int n, uop **out) {
-  static rule_table *realized_rules;
-  if (!realized_rules) realized_rules = rule_table_compile("realized", realized_rules_list);
+  static rule_table *_Atomic table;
+  rule_table *realized_rules = rule_table_once(&table, "realized", realized_rules_list);
   size_t mark = uop_pool_mark();
   sched s = {0};
   int rc = 0;
-  tg_stats before = tg_global_stats;
+  tg_stats before = tg_thread_stats;
   double t0 = tg_now();
   uop *sink = uop_new(OP_SINK, TG_BOOL, targets, n, NULL, 0);
   uop *g = sink ? graph_rewrite_ex(sink, realized_rules, NULL, true) : NULL;
@@ -275,14 +318,14 @@ int schedule_realize(uop **targets, int n, uop **out) {
     for (int j = 0; j < order[i]->nsrc; j++)
       ptrmap_put(&s.users, order[i]->src[j], (void *)((uintptr_t)ptrmap_get(&s.users, order[i]->src[j]) + 1));
   choose_roots(&s);
-  tg_global_stats.schedules++;
+  tg_thread_stats.schedules++;
   for (int i = 0; i < norder && rc == 0; i++) {
     uop *r = order[i];
     if (!is_root(&s, r)) continue;
     uop *buf = buffer_new(r->dtype, uop_shape(r), uop_ndim(r));
     if (!buf) { rc = TG_ERR_NOMEM; break; }
     ptrmap_put(&s.roots, r, buf);
-    kctx k = {&s, NULL, {0}};
+    kctx k = {.s = &s};
     uop *ast = kernel_ast(&k, r);
     if (tg_debug() >= 3 && ast) {
       fprintf(stderr, "kernel AST:\n");
@@ -293,9 +336,10 @@ int schedule_realize(uop **targets, int n, uop **out) {
       rc = ast ? run_kernel(ast, k.bufs.v, (int)k.bufs.n, shape_numel(uop_shape(r), uop_ndim(r)))
                : tg_set_error(TG_ERR_NOMEM, "schedule: out of memory");
     VEC_FREE(k.bufs);
+    ptrmap_free(&k.value_index);
     /* remember the buffer, unless r lives inside the (cached) AST: then the cache would keep
      * the buffer alive forever (a kernel without inputs) */
-    if (rc == 0 && !r->realized && ast->src[0] != r) uop_incref(r->realized = buf);
+    if (rc == 0 && ast->src[0] != r) uop_set_realized(r, buf);
   }
   free(order);
   for (int i = 0; i < n && rc == 0; i++) {
@@ -309,8 +353,8 @@ done:
   ptrmap_free(&s.users);
   VEC_FREE(s.root_list);
   uop_pool_release(mark);
-  tg_global_stats.schedule_seconds += tg_now() - t0 - (tg_global_stats.kernel_seconds - before.kernel_seconds) -
-                                      (tg_global_stats.compile_seconds - before.compile_seconds) -
-                                      (tg_global_stats.lower_seconds - before.lower_seconds);
+  tg_thread_stats.schedule_seconds += tg_now() - t0 - (tg_thread_stats.kernel_seconds - before.kernel_seconds) -
+                                      (tg_thread_stats.compile_seconds - before.compile_seconds) -
+                                      (tg_thread_stats.lower_seconds - before.lower_seconds);
   return rc;
 }

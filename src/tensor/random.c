@@ -8,6 +8,7 @@
  * counter enter the graph as a tiny uint32 buffer (data, not constants): repeated draws of
  * one shape reuse one compiled kernel. */
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
 
 #include "tensor/shape.h"
@@ -19,14 +20,29 @@ enum { THREEFRY_ROUNDS = 20 };
 static const int THREEFRY_ROT[8] = {13, 15, 26, 6, 17, 29, 16, 24};
 static const uint32_t THREEFRY_PARITY = 0x1BD11BDAu; /* Skein key-schedule parity */
 
+/* One stream for the process (every thread draws from it, like PyTorch's default generator):
+ * a draw reserves its counters under the lock. */
 static struct {
+  pthread_mutex_t lock;
   uint32_t key[2];
   uint64_t counter;
-} rng;
+} rng = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 void tg_manual_seed(uint64_t seed) {
+  pthread_mutex_lock(&rng.lock);
   rng.key[0] = (uint32_t)seed, rng.key[1] = (uint32_t)(seed >> 32);
   rng.counter = 0;
+  pthread_mutex_unlock(&rng.lock);
+}
+
+/* The key and the first of n counters reserved for the caller. */
+static uint64_t reserve(uint64_t n, uint32_t key[2]) {
+  pthread_mutex_lock(&rng.lock);
+  uint64_t first = rng.counter;
+  key[0] = rng.key[0], key[1] = rng.key[1];
+  rng.counter += n;
+  pthread_mutex_unlock(&rng.lock);
+  return first;
 }
 
 static uint32_t rotl32(uint32_t x, int r) { return (x << r) | (x >> (32 - r)); }
@@ -47,12 +63,13 @@ static void threefry_host(const uint32_t key[2], uint64_t ctr, uint32_t out[2]) 
 
 void tg_random_u32(uint32_t *out, size_t n) {
   if (!out && n) { tg_set_error(TG_ERR_ARG, "random_u32: out is NULL"); return; }
+  uint32_t key[2];
+  uint64_t first = reserve(n, key);
   for (size_t i = 0; i < n; i++) {
     uint32_t r[2];
-    threefry_host(rng.key, rng.counter + i, r);
+    threefry_host(key, first + i, r);
     out[i] = r[0];
   }
-  rng.counter += n;
 }
 
 /* ---- device graph */
@@ -98,8 +115,8 @@ static bits draw_bits(int64_t n) {
   uop *state = buffer_new(TG_UINT32, &four, 1);
   if (!state) return (bits){NULL, NULL};
   uint32_t *d = buffer_data(state);
-  d[0] = rng.key[0], d[1] = rng.key[1], d[2] = (uint32_t)rng.counter, d[3] = (uint32_t)(rng.counter >> 32);
-  rng.counter += (uint64_t)n;
+  uint64_t first = reserve((uint64_t)n, d);
+  d[2] = (uint32_t)first, d[3] = (uint32_t)(first >> 32);
   uop *i = ucast(uop_new(OP_IOTA, TG_INT64, NULL, 0, &n, 1), TG_UINT32);
   uop *lo = broadcast_elem(state, 2, n), *hi = broadcast_elem(state, 3, n);
   uop *c0 = add(i, lo); /* 64-bit counter + i: carry into the high word */

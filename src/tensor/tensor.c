@@ -3,6 +3,7 @@
 #include "tensor/shape.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,7 +16,7 @@ struct tg_scope {
   tg_scope *parent;
 };
 
-static tg_scope *current_scope;
+static _Thread_local tg_scope *current_scope; /* each thread has its own scope stack */
 
 static void scope_add(tg_scope *s, tg_tensor *t) {
   t->scope = NULL;
@@ -39,30 +40,59 @@ tg_scope *tg_scope_begin(void) {
 /* ---------------------------------------------------------------- pending assigns
  * tg_assign gives a tensor a lazy new value. Like an in-place write in an eager framework it
  * must happen even if nobody asks for it (BatchNorm's running statistics): every realize also
- * realizes the pending assigns, so their graphs never pile up across steps. */
+ * realizes the pending assigns of its thread, so their graphs never pile up across steps.
+ * One list for the process (a tensor may be freed by another thread than the one that
+ * assigned it); each entry belongs to the thread that made the assign. */
 
-static VEC(tg_tensor *) pending;
+static _Thread_local char this_thread; /* its address names the thread */
+
+static struct {
+  pthread_mutex_t lock;
+  VEC(tg_tensor *) v;
+} pending = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static void pending_add(tg_tensor *t) {
-  if (t->pending || tensor_buffer(t) || VEC_PUSH(pending, t) < 0) return;
-  t->pending = true;
+  pthread_mutex_lock(&pending.lock);
+  if (!t->pending && !tensor_buffer(t) && VEC_PUSH(pending.v, t) == 0) t->pending = &this_thread;
+  pthread_mutex_unlock(&pending.lock);
 }
 
 static void pending_remove(tg_tensor *t) {
-  for (size_t i = 0; t->pending && i < pending.n; i++)
-    if (pending.v[i] == t) pending.v[i] = pending.v[--pending.n], t->pending = false;
+  pthread_mutex_lock(&pending.lock);
+  for (size_t i = 0; t->pending && i < pending.v.n; i++)
+    if (pending.v.v[i] == t) pending.v.v[i] = pending.v.v[--pending.v.n], t->pending = NULL;
+  pthread_mutex_unlock(&pending.lock);
 }
 
-/* Drop the entries that are realized now. */
-static void pending_prune(void) {
+/* This thread's pending tensors, written to out (room for every entry). */
+static size_t pending_mine(tg_tensor **out) {
   size_t k = 0;
-  for (size_t i = 0; i < pending.n; i++) {
-    tg_tensor *t = pending.v[i];
-    if (tensor_buffer(t)) t->pending = false;
-    else pending.v[k++] = t;
+  pthread_mutex_lock(&pending.lock);
+  for (size_t i = 0; i < pending.v.n; i++)
+    if (pending.v.v[i]->pending == &this_thread) out[k++] = pending.v.v[i];
+  pthread_mutex_unlock(&pending.lock);
+  return k;
+}
+
+static size_t pending_count(void) {
+  pthread_mutex_lock(&pending.lock);
+  size_t n = pending.v.n;
+  pthread_mutex_unlock(&pending.lock);
+  return n;
+}
+
+/* Drop this thread's entries that are realized now. */
+static void pending_prune(void) {
+  pthread_mutex_lock(&pending.lock);
+  size_t k = 0;
+  for (size_t i = 0; i < pending.v.n; i++) {
+    tg_tensor *t = pending.v.v[i];
+    if (t->pending == &this_thread && tensor_buffer(t)) t->pending = NULL;
+    else pending.v.v[k++] = t;
   }
-  pending.n = k;
-  if (!k) VEC_FREE(pending);
+  pending.v.n = k;
+  if (!k) VEC_FREE(pending.v);
+  pthread_mutex_unlock(&pending.lock);
 }
 
 static void destroy_tensor(tg_tensor *t) {
@@ -281,11 +311,9 @@ int tg_shape(const tg_tensor *t, int64_t *out, int cap) {
   return nd;
 }
 
-uop *tensor_buffer(const tg_tensor *t) { return t->u->op == OP_BUFFER ? t->u : t->u->realized; }
+uop *tensor_buffer(const tg_tensor *t) { return t->u->op == OP_BUFFER ? t->u : uop_realized(t->u); }
 
 bool tg_is_realized(const tg_tensor *t) { return t && tensor_buffer(t); }
-
-
 
 /* ---------------------------------------------------------------- realization */
 
@@ -304,8 +332,8 @@ static void attach_buffer(tg_tensor *t, uop *buf) {
     t->u = buf; /* takes the reference */
     return;
   }
-  if (!t->u->realized) t->u->realized = buf;
-  else uop_decref(buf);
+  uop_set_realized(t->u, buf);
+  uop_decref(buf);
 }
 
 /* Realize ts[0..n) and then every pending assign, in one schedule. */
@@ -313,15 +341,15 @@ int tg_realize_many(tg_tensor **ts, int n) {
   if (!ts || n < 0) return tg_set_error(TG_ERR_ARG, "realize: invalid tensor list");
   for (int i = 0; i < n; i++)
     if (!ts[i]) return null_arg("realize"), TG_ERR_ARG;
-  size_t total = (size_t)n + pending.n;
-  tg_tensor **all = malloc(sizeof(tg_tensor *) * (total ? total : 1));
-  uop **r = malloc(sizeof(uop *) * 2 * (total ? total : 1)), **bufs = r + total;
+  size_t cap = (size_t)n + pending_count() + 1; /* only this thread adds its own entries meanwhile */
+  tg_tensor **all = malloc(sizeof(tg_tensor *) * cap);
+  uop **r = malloc(sizeof(uop *) * 2 * cap), **bufs = r + cap;
   if (!all || !r) return free(all), free(r), tg_set_error(TG_ERR_NOMEM, "realize: out of memory");
+  memcpy(all, ts, sizeof(tg_tensor *) * (size_t)n);
+  size_t total = (size_t)n + pending_mine(all + n);
   int nr = 0;
-  for (size_t i = 0; i < total; i++) {
-    tg_tensor *t = i < (size_t)n ? ts[i] : pending.v[i - (size_t)n];
-    if (!tensor_buffer(t)) all[nr] = t, r[nr++] = t->u;
-  }
+  for (size_t i = 0; i < total; i++)
+    if (!tensor_buffer(all[i])) all[nr] = all[i], r[nr++] = all[i]->u;
   int rc = nr ? schedule_realize(r, nr, bufs) : 0;
   for (int j = 0; j < nr && rc == 0; j++) { /* bufs[j] is a new reference */
     if (tensor_buffer(all[j])) uop_decref(bufs[j]); /* the same tensor listed twice */

@@ -13,7 +13,7 @@ struct tg_tensor {
   size_t slot;        /* index in the scope's list */
   tg_tensor *grad;    /* gradient filled by tg_backward */
   bool requires_grad; /* marked parameter */
-  bool pending;       /* assigned a lazy value not realized yet (see tg_assign) */
+  const void *pending; /* assigned a lazy value not realized yet: the thread that did (tensor.c) */
 };
 
 #define TG_MAX_DIMS 64

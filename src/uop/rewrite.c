@@ -2,6 +2,7 @@
 #include "uop/rewrite.h"
 
 #include <ctype.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -180,6 +181,15 @@ rule_table *rule_table_compile(const char *name, const rule *rules) {
   }
   if (build_index(t) < 0) return rule_table_free(t), NULL;
   return t;
+}
+
+rule_table *rule_table_once(rule_table *_Atomic *slot, const char *name, const rule *rules) {
+  rule_table *t = atomic_load_explicit(slot, memory_order_acquire);
+  if (t) return t;
+  rule_table *mine = rule_table_compile(name, rules), *none = NULL;
+  if (atomic_compare_exchange_strong_explicit(slot, &none, mine, memory_order_acq_rel, memory_order_acquire)) return mine;
+  rule_table_free(mine); /* another thread was first */
+  return none;
 }
 
 rule_table *rule_table_merge(const char *name, rule_table *const *tables, int n) {

@@ -27,6 +27,9 @@ typedef struct rule_table rule_table;
 /* Compile a NULL-terminated rule list (pattern == NULL ends it) into a table indexed by op.
  * A malformed pattern is a programming error: reported on stderr and NULL returned. */
 rule_table *rule_table_compile(const char *name, const rule *rules);
+/* The table of a static rule list, compiled by the first caller in the process (any thread)
+ * and kept: `static rule_table *_Atomic t; ... rule_table_once(&t, "name", list)`. */
+rule_table *rule_table_once(rule_table *_Atomic *slot, const char *name, const rule *rules);
 /* Several tables merged into one (first rules first). */
 rule_table *rule_table_merge(const char *name, rule_table *const *tables, int n);
 const char *rule_table_name(const rule_table *t);

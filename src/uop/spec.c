@@ -4,8 +4,8 @@
  * codegen/linearize.c.
  *
  * One check per op, in a table; each returns NULL or what is wrong. Sources are checked
- * before their users (toposort), and a node's own shape is computed only after its arguments
- * passed: compute_shape (uop.c) trusts them. */
+ * before their users (toposort). Shapes are computed when a node is made (uop.c), without
+ * trusting its arguments: a dim it cannot compute is -1, which the checks here report. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

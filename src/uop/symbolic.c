@@ -251,16 +251,23 @@ static void compute_range(uop *u) {
   int64_t tl, th;
   dtype_limits(u->dtype, &tl, &th);
   if (ovf || lo < tl || hi > th) lo = tl, hi = th;
-  u->vmin = lo, u->vmax = hi, u->range_done = 1;
+  /* Nodes are shared between threads: two may compute the same range at once and store the
+   * same values; the flag publishes them. */
+  atomic_store_explicit(&u->vmin, lo, memory_order_relaxed);
+  atomic_store_explicit(&u->vmax, hi, memory_order_relaxed);
+  atomic_store_explicit(&u->range_done, 1, memory_order_release);
 }
 
+static void need_range(uop *u) {
+  if (!atomic_load_explicit(&u->range_done, memory_order_acquire)) compute_range(u);
+}
 int64_t uop_vmin(uop *u) {
-  if (!u->range_done) compute_range(u);
-  return u->vmin;
+  need_range(u);
+  return atomic_load_explicit(&u->vmin, memory_order_relaxed);
 }
 int64_t uop_vmax(uop *u) {
-  if (!u->range_done) compute_range(u);
-  return u->vmax;
+  need_range(u);
+  return atomic_load_explicit(&u->vmax, memory_order_relaxed);
 }
 
 /* ---------------------------------------------------------------- rules */
@@ -501,9 +508,8 @@ static const rule symbolic_rule_list[] = {
 };
 
 const rule_table *symbolic_rules(void) {
-  static rule_table *t;
-  if (!t) t = rule_table_compile("symbolic", symbolic_rule_list);
-  return t;
+  static rule_table *_Atomic t;
+  return rule_table_once(&t, "symbolic", symbolic_rule_list);
 }
 
 uop *uop_simplify(uop *u) { return graph_rewrite(u, symbolic_rules(), NULL); }

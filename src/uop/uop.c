@@ -2,6 +2,7 @@
 #include "uop/uop.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,14 +16,23 @@ const uop_info uop_ops[OP_COUNT] = {
 #undef UOP_INFO
 };
 
-/* ---------------------------------------------------------------- interning */
+/* ---------------------------------------------------------------- interning
+ * One table shared by every thread: lookups and inserts hold table.lock. A node whose count
+ * drops to 0 is dying: lookups skip it (they only take a reference from a count above 0), and
+ * its last owner unlinks it under the lock and frees it. So a node is never found dead. */
 
 static struct {
+  pthread_mutex_t lock;
   uop **slots;
   size_t cap, count;
-} table;
+} table = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
-uint64_t uop_alive_count(void) { return table.count; }
+uint64_t uop_alive_count(void) {
+  pthread_mutex_lock(&table.lock);
+  uint64_t n = table.count;
+  pthread_mutex_unlock(&table.lock);
+  return n;
+}
 
 static uint64_t content_hash(uop_op op, tg_dtype dt, uop *const *src, int nsrc, const int64_t *arg,
                              int narg) {
@@ -40,6 +50,7 @@ static bool same_content(const uop *u, uop_op op, tg_dtype dt, uop *const *src, 
   return narg == 0 || memcmp(u->arg, arg, (size_t)narg * sizeof *arg) == 0;
 }
 
+/* Under table.lock. */
 static int table_grow(void) {
   size_t ncap = table.cap ? table.cap * 2 : 4096;
   uop **ns = calloc(ncap, sizeof *ns);
@@ -57,86 +68,129 @@ static int table_grow(void) {
   return 0;
 }
 
-/* ---------------------------------------------------------------- pool */
-
-static VEC(uop *) pool;
-
-size_t uop_pool_mark(void) { return pool.n; }
-
-uop *uop_pool_add(uop *u) {
-  if (!u) return NULL;
-  u->refcnt++;
-  if (VEC_PUSH(pool, u) < 0) abort();
-  return u;
-}
-
-void uop_pool_release(size_t mark) {
-  while (pool.n > mark) uop_decref(pool.v[--pool.n]);
-}
-
-void uop_incref(uop *u) {
-  if (u) u->refcnt++;
-}
-
-extern void buffer_release_hook(uop *u); /* device/buffer.c */
-
-static void destroy(uop *u) {
-  /* unlink from the intern table */
+static void table_unlink(uop *u) {
+  pthread_mutex_lock(&table.lock);
   uop **pp = &table.slots[(size_t)u->hash & (table.cap - 1)];
   while (*pp != u) pp = &(*pp)->next;
   *pp = u->next;
   table.count--;
-  if (u->op == OP_BUFFER) buffer_release_hook(u);
-  free(u->shape);
+  pthread_mutex_unlock(&table.lock);
+}
+
+/* ---------------------------------------------------------------- reference counts */
+
+void uop_incref(uop *u) {
+  if (u) atomic_fetch_add_explicit(&u->refcnt, 1, memory_order_relaxed);
+}
+
+/* A reference from the table, unless the node is dying (count 0). */
+static bool ref_unless_dying(uop *u) {
+  uint32_t c = atomic_load_explicit(&u->refcnt, memory_order_relaxed);
+  while (c)
+    if (atomic_compare_exchange_weak_explicit(&u->refcnt, &c, c + 1, memory_order_acquire, memory_order_relaxed)) return true;
+  return false;
+}
+
+/* Drop a reference; true when it was the last (the caller then unlinks and frees u). */
+static bool release(uop *u) { return atomic_fetch_sub_explicit(&u->refcnt, 1, memory_order_acq_rel) == 1; }
+
+extern void buffer_release_hook(uop *u); /* device/buffer.c */
+
+/* Push a node whose count reached 0 onto the list of nodes to free (linked through `next`,
+ * free once the node is out of the table): freeing never recurses and never allocates. */
+static uop *push_dead(uop *u, uop *dead) {
+  table_unlink(u);
+  u->next = dead;
+  return u;
 }
 
 void uop_decref(uop *u) {
-  if (!u || --u->refcnt) return;
-  /* iterative release: deep graphs must not recurse */
-  VEC(uop *) work = {0};
-  uop *cur = u;
-  for (;;) {
-    destroy(cur);
+  if (!u || !release(u)) return;
+  uop *dead = push_dead(u, NULL);
+  while (dead) {
+    uop *cur = dead, *buf = uop_realized(cur);
+    dead = cur->next;
     for (int i = 0; i < cur->nsrc; i++)
-      if (--cur->src[i]->refcnt == 0 && VEC_PUSH(work, cur->src[i]) < 0) abort();
-    if (cur->realized && --cur->realized->refcnt == 0 && VEC_PUSH(work, cur->realized) < 0) abort();
+      if (release(cur->src[i])) dead = push_dead(cur->src[i], dead);
+    if (buf && release(buf)) dead = push_dead(buf, dead);
+    if (cur->op == OP_BUFFER) buffer_release_hook(cur);
     free(cur);
-    if (!work.n) break;
-    cur = work.v[--work.n];
   }
-  VEC_FREE(work);
+}
+
+uop *uop_set_realized(uop *u, uop *buf) {
+  uop *none = NULL;
+  uop_incref(buf);
+  if (atomic_compare_exchange_strong_explicit(&u->realized, &none, buf, memory_order_acq_rel, memory_order_acquire))
+    return buf;
+  uop_decref(buf); /* another thread was first: its buffer holds the same value */
+  return none;
+}
+
+/* ---------------------------------------------------------------- pool
+ * Each thread has its own autorelease stack. */
+
+static _Thread_local VEC(uop *) pool;
+
+size_t uop_pool_mark(void) { return pool.n; }
+
+/* Hand one reference of u (already taken) to the pool; on failure drop it and return NULL. */
+static uop *pool_own(uop *u) {
+  if (VEC_PUSH(pool, u) == 0) return u;
+  uop_decref(u);
+  return NULL;
+}
+
+uop *uop_pool_add(uop *u) {
+  if (!u) return NULL;
+  uop_incref(u);
+  return pool_own(u);
+}
+
+void uop_pool_release(size_t mark) {
+  while (pool.n > mark) uop_decref(pool.v[--pool.n]);
+  if (!pool.n) VEC_FREE(pool); /* a thread that ends leaves nothing behind */
+}
+
+/* ---------------------------------------------------------------- nodes */
+
+static int shape_rank(uop_op op, uop *const *src, int nsrc, int narg);
+static void fill_shape(uop *u);
+
+/* A new node, complete (shape included) before any other thread can see it. */
+static uop *make_node(uint64_t h, uop_op op, tg_dtype dt, uop *const *src, int nsrc, const int64_t *arg, int narg) {
+  int nd = shape_rank(op, src, nsrc, narg);
+  size_t bytes = sizeof(uop) + (size_t)nsrc * sizeof(uop *) + (size_t)(narg + (nd > 0 ? nd : 0)) * sizeof(int64_t);
+  uop *u = calloc(1, bytes);
+  if (!u) return NULL;
+  u->op = (uint16_t)op, u->dtype = (uint8_t)dt, u->hash = h;
+  u->nsrc = nsrc, u->narg = narg, u->ndim = nd;
+  u->src = (uop **)(u + 1);
+  u->arg = (int64_t *)(u->src + nsrc);
+  u->shape = u->arg + narg;
+  for (int i = 0; i < nsrc; i++) uop_incref(u->src[i] = src[i]);
+  if (narg) memcpy(u->arg, arg, (size_t)narg * sizeof *arg);
+  fill_shape(u);
+  atomic_init(&u->refcnt, 1);
+  return u;
 }
 
 uop *uop_new(uop_op op, tg_dtype dt, uop *const *src, int nsrc, const int64_t *arg, int narg) {
   for (int i = 0; i < nsrc; i++)
     if (!src[i]) return NULL;
   uint64_t h = content_hash(op, dt, src, nsrc, arg, narg);
-  if (table.cap) {
-    for (uop *u = table.slots[(size_t)h & (table.cap - 1)]; u; u = u->next) {
-      if (u->hash == h && same_content(u, op, dt, src, nsrc, arg, narg)) {
-        u->refcnt++;
-        if (VEC_PUSH(pool, u) < 0) abort();
-        return u;
-      }
-    }
+  uop *u = NULL;
+  pthread_mutex_lock(&table.lock);
+  for (uop *c = table.cap ? table.slots[(size_t)h & (table.cap - 1)] : NULL; c && !u; c = c->next)
+    if (c->hash == h && same_content(c, op, dt, src, nsrc, arg, narg) && ref_unless_dying(c)) u = c;
+  if (!u && (table.count + 1 <= table.cap || table_grow() == 0) && (u = make_node(h, op, dt, src, nsrc, arg, narg))) {
+    size_t j = (size_t)h & (table.cap - 1);
+    u->next = table.slots[j];
+    table.slots[j] = u;
+    table.count++;
   }
-  if (table.count + 1 > table.cap && table_grow() < 0) return NULL;
-  size_t bytes = sizeof(uop) + (size_t)nsrc * sizeof(uop *) + (size_t)narg * sizeof(int64_t);
-  uop *u = calloc(1, bytes);
-  if (!u) return NULL;
-  u->op = (uint16_t)op, u->dtype = (uint8_t)dt, u->hash = h;
-  u->nsrc = nsrc, u->narg = narg, u->ndim = -1;
-  u->src = (uop **)(u + 1);
-  u->arg = (int64_t *)(u->src + nsrc);
-  for (int i = 0; i < nsrc; i++) (u->src[i] = src[i])->refcnt++;
-  if (narg) memcpy(u->arg, arg, (size_t)narg * sizeof *arg);
-  size_t j = (size_t)h & (table.cap - 1);
-  u->next = table.slots[j];
-  table.slots[j] = u;
-  table.count++;
-  u->refcnt = 1;
-  if (VEC_PUSH(pool, u) < 0) abort();
-  return u;
+  pthread_mutex_unlock(&table.lock);
+  return u ? pool_own(u) : NULL;
 }
 
 uop *uop_new1(uop_op op, tg_dtype dt, uop *a) { return uop_new(op, dt, &a, 1, NULL, 0); }
@@ -236,47 +290,44 @@ static int64_t view_size(const uop *u, int i, int64_t in) {
   return ok ? r : -1;
 }
 
-/* Fill u->shape/ndim from op, sources and arg. */
-static void compute_shape(uop *u) {
-  u->shape_done = 1;
-  int nd = -1;
-  const int64_t *base = NULL;
-  uop *s0 = u->nsrc ? u->src[0] : NULL;
-  switch (u->op) {
-    case OP_BUFFER: case OP_PARAM: nd = u->narg - 1, base = u->arg + 1; break;
-    case OP_CONST: case OP_VALUE: nd = 0; break;
-    case OP_IOTA: nd = 1, base = u->arg; break;
-    case OP_RESHAPE: case OP_EXPAND: nd = u->narg, base = u->arg; break;
+/* The rank of a node made from op, sources and arg (-1: kernel-level ops have no shape). */
+static int shape_rank(uop_op op, uop *const *src, int nsrc, int narg) {
+  switch (op) {
+    case OP_BUFFER: case OP_PARAM: return narg - 1;
+    case OP_CONST: case OP_VALUE: return 0;
+    case OP_IOTA: return 1;
+    case OP_RESHAPE: case OP_EXPAND: return narg;
     case OP_SINK: case OP_INDEX: case OP_DEFINE_GLOBAL: case OP_RANGE: case OP_LOAD:
-    case OP_STORE: case OP_REDUCE: return;
-    default:
-      if (!s0 || uop_ndim(s0) < 0) return;
-      nd = uop_ndim(s0), base = uop_shape(s0);
-      if (u->op == OP_WHERE && uop_ndim(u->src[1]) >= 0) base = uop_shape(u->src[1]);
+    case OP_STORE: case OP_REDUCE: return -1;
+    default: return nsrc ? uop_ndim(src[0]) : -1;
   }
-  u->ndim = nd;
-  u->shape = malloc(sizeof(int64_t) * (size_t)(nd > 0 ? nd : 1));
-  if (!u->shape) { u->ndim = -1; return; }
-  if (base) memcpy(u->shape, base, sizeof(int64_t) * (size_t)nd);
+}
+
+/* Fill u->shape (u->ndim entries) from op, sources and arg. Nothing is trusted: the spec
+ * check runs after the node exists, so a malformed argument (an axis out of range, too few
+ * pads) gives a dim of -1 here, which the spec reports, never a read out of bounds. */
+static void fill_shape(uop *u) {
+  int nd = u->ndim;
+  if (nd <= 0) return;
+  const int64_t *base = u->nsrc ? uop_shape(u->src[0]) : NULL;
+  switch (u->op) {
+    case OP_BUFFER: case OP_PARAM: base = u->arg + 1; break;
+    case OP_IOTA: case OP_RESHAPE: case OP_EXPAND: base = u->arg; break;
+    case OP_WHERE: if (uop_ndim(u->src[1]) == nd) base = uop_shape(u->src[1]); break;
+    default: break;
+  }
+  memcpy(u->shape, base, sizeof(int64_t) * (size_t)nd);
+  bool views_ok = u->narg >= (u->op == OP_PERMUTE ? nd : 2 * nd);
   for (int i = 0; i < nd; i++) {
     switch (u->op) {
-      case OP_PERMUTE: u->shape[i] = uop_shape(s0)[u->arg[i]]; break;
-      case OP_PAD: case OP_SHRINK: u->shape[i] = view_size(u, i, u->shape[i]); break;
+      case OP_PERMUTE: u->shape[i] = views_ok && u->arg[i] >= 0 && u->arg[i] < nd ? base[u->arg[i]] : -1; break;
+      case OP_PAD: case OP_SHRINK: u->shape[i] = views_ok ? view_size(u, i, u->shape[i]) : -1; break;
       default: break;
     }
   }
   if (u->op == OP_REDUCE_AXIS)
-    for (int i = 1; i < u->narg; i++) u->shape[u->arg[i]] = 1;
-}
-
-int uop_ndim(uop *u) {
-  if (!u->shape_done) compute_shape(u);
-  return u->ndim;
-}
-
-const int64_t *uop_shape(uop *u) {
-  if (!u->shape_done) compute_shape(u);
-  return u->shape;
+    for (int i = 1; i < u->narg; i++)
+      if (u->arg[i] >= 0 && u->arg[i] < nd) u->shape[u->arg[i]] = 1;
 }
 
 /* ---------------------------------------------------------------- traversal */

@@ -7,6 +7,7 @@
 #ifndef TG_UOP_H
 #define TG_UOP_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -70,22 +71,24 @@ typedef struct uop_info {
 } uop_info;
 extern const uop_info uop_ops[OP_COUNT];
 
+/* A node is immutable once uop_new returns it, and may be shared by every thread (interning):
+ * the only fields that change are atomic — the reference count, `realized` (set once) and the
+ * value range symbolic.c caches. Its shape is computed when it is made. */
 typedef struct uop uop;
 struct uop {
   uint16_t op;
   uint8_t dtype;      /* tg_dtype; index math is TG_INT64 */
-  uint8_t shape_done; /* cached shape computed */
-  uint32_t refcnt;
+  _Atomic uint8_t range_done; /* vmin/vmax computed (symbolic.c) */
+  _Atomic uint32_t refcnt;
   uint64_t hash;
   int32_t nsrc, narg;
-  int32_t ndim;       /* cached tensor shape rank (-1: none) */
+  int32_t ndim;       /* tensor shape rank (-1: none, for kernel-level ops) */
   uop **src;
   int64_t *arg;
-  int64_t *shape;     /* cached tensor shape (owned) */
-  uop *next;          /* intern chain */
-  uop *realized;      /* BUFFER this expression was realized into (strong ref) */
-  int64_t vmin, vmax; /* cached value range of int/bool nodes */
-  uint8_t range_done;
+  int64_t *shape;     /* tensor shape (ndim entries, in the node's own allocation) */
+  uop *next;          /* intern chain (after death: the list of nodes being freed) */
+  _Atomic(uop *) realized; /* BUFFER this expression was realized into (strong ref, set once) */
+  _Atomic int64_t vmin, vmax; /* value range of int/bool nodes (symbolic.c) */
 };
 
 static inline bool uop_is(const uop *u, uop_op op) { return u && u->op == op; }
@@ -103,6 +106,12 @@ uop *uop_replace_src(uop *u, uop *const *src, int nsrc);
 
 void uop_incref(uop *u);
 void uop_decref(uop *u);
+
+/* The BUFFER u was realized into, or NULL. */
+static inline uop *uop_realized(const uop *u) { return atomic_load_explicit(&((uop *)u)->realized, memory_order_acquire); }
+/* Make buf the buffer u was realized into unless it already has one (another thread may have
+ * realized the same node); returns the node's buffer. The node takes its own reference. */
+uop *uop_set_realized(uop *u, uop *buf);
 
 /* Autorelease pool of references handed out by uop_new. */
 size_t uop_pool_mark(void);
@@ -131,9 +140,9 @@ uop *uop_add(uop *a, uop *b);
 uop *uop_mul(uop *a, uop *b);
 uop *uop_alu(uop_op op, uop *a, uop *b); /* binary ALU; dtype: bool for CMP ops, else a's */
 
-/* Tensor-graph shape (computed from op/src/arg and cached). ndim -1 for kernel-level ops. */
-int uop_ndim(uop *u);
-const int64_t *uop_shape(uop *u);
+/* Tensor-graph shape (computed from op/src/arg when the node is made). ndim -1 for kernel-level ops. */
+static inline int uop_ndim(const uop *u) { return u->ndim; }
+static inline const int64_t *uop_shape(const uop *u) { return u->shape; }
 int64_t shape_numel(const int64_t *shape, int ndim);
 
 /* Topological order (sources before users) of the graph under root; caller frees *out. */
