@@ -9,6 +9,7 @@
 #include <limits.h>
 #include <link.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -212,7 +213,7 @@ void disk_cache_write(const char *name, const void *data, size_t len) {
 
 void disk_cache_remove(const char *path, const char *why) {
   bool gone = unlink(path) == 0 || errno == ENOENT; /* ENOENT: another process healed it first */
-  if (gone) __atomic_add_fetch(&disk_cache_removed, 1, __ATOMIC_RELAXED);
+  if (gone) atomic_fetch_add_explicit(&disk_cache_removed, 1, memory_order_relaxed); /* clang: no __atomic_* on _Atomic */
   if (tg_debug() >= 1)
     fprintf(stderr, "disk cache: %s broken entry %s (%s); rebuilding it\n", gone ? "removed" : "cannot remove", path, why);
 }
