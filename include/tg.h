@@ -268,6 +268,34 @@ int tg_split(tg_tensor *t, const int64_t *sizes, int n, int axis, tg_tensor **ou
 tg_tensor *tg_repeat(tg_tensor *t, const int64_t *reps, int ndim);
 /** A contiguous copy (forces a buffer). */
 tg_tensor *tg_contiguous(tg_tensor *t);
+/** Padding modes of tg_pad_mode (torch.nn.functional.pad's `mode`). */
+typedef enum tg_padding { TG_PAD_CONSTANT, TG_PAD_REFLECT, TG_PAD_REPLICATE, TG_PAD_CIRCULAR } tg_padding;
+/** Pad every axis by before/after (ndim entries; negative amounts crop) in a mode; value is
+ *  used by TG_PAD_CONSTANT only. Reflect and circular wrap as often as needed (docs/semantics.md). */
+tg_tensor *tg_pad_mode(tg_tensor *t, const int64_t *before, const int64_t *after, tg_padding mode, double value);
+/** torch.roll: shift axes[i] by shifts[i] (n pairs), elements wrap; axes NULL: the flattened
+ *  tensor by shifts[0] (n must be 1). */
+tg_tensor *tg_roll(tg_tensor *t, const int64_t *shifts, const int *axes, int n);
+/** Lower triangle of the last two axes: keeps column j of row i where j - i <= diagonal. */
+tg_tensor *tg_tril(tg_tensor *t, int64_t diagonal);
+/** Upper triangle of the last two axes: keeps column j of row i where j - i >= diagonal. */
+tg_tensor *tg_triu(tg_tensor *t, int64_t diagonal);
+/** torch.diagonal: the diagonal (offset > 0: above) of axes axis1, axis2, which are removed;
+ *  it becomes the last axis (a view). */
+tg_tensor *tg_diagonal(tg_tensor *t, int64_t offset, int axis1, int axis2);
+/** torch.diag: a 1-D t gives the square matrix with t on the given diagonal; a 2-D t its diagonal. */
+tg_tensor *tg_diag(tg_tensor *t, int64_t diagonal);
+/** torch.meshgrid: fills out[n] with n tensors (each 0-d or 1-D, one dtype) expanded to a grid;
+ *  xy: numpy's "xy" indexing (the first two axes swapped), else "ij". */
+int tg_meshgrid(tg_tensor **ts, int n, bool xy, tg_tensor **out);
+/** torch.Tensor.unfold: windows of `size` every `step` along axis (a view): that axis becomes
+ *  the window count (n - size) / step + 1 and a last axis of `size` is added. */
+tg_tensor *tg_unfold(tg_tensor *t, int axis, int64_t size, int64_t step);
+/** torch.unflatten: split axis into sizes[n] (one may be -1). */
+tg_tensor *tg_unflatten(tg_tensor *t, int axis, const int64_t *sizes, int n);
+/** torch.repeat_interleave: each element repeated `repeats` times along axis (TG_ALL_AXES: of
+ *  the flattened tensor). */
+tg_tensor *tg_repeat_interleave(tg_tensor *t, int64_t repeats, int axis);
 
 /** Sentinel axis for tg_squeeze: every size-1 axis. */
 #define TG_ALL_AXES (-1000000)

@@ -282,13 +282,15 @@ TEST(err_expand_fewer_dims_or_negative) {
 
 /* ------------------------------------------------------------- pad, shrink */
 
-TEST(err_pad_negative) {
+/* Negative padding crops (F.pad), but not more than the axis has. */
+TEST(err_pad_crops_too_much) {
   tg_scope *s = tg_scope_begin();
   tg_tensor *a = f32(S23, 2, 1);
   CHECK(a);
-  const int64_t z[] = {0, 0}, neg[] = {0, -1};
+  const int64_t z[] = {0, 0}, neg[] = {0, -4}, neg2[] = {0, -2};
   EXPECT_NULL(tg_pad(a, neg, z, 0.0), "pad");
   EXPECT_NULL(tg_pad(a, z, neg, 0.0), "pad");
+  EXPECT_NULL(tg_pad(a, neg2, neg2, 0.0), "crops more");
   tg_scope_end(s);
 }
 

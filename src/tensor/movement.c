@@ -89,22 +89,36 @@ tg_tensor *tg_expand(tg_tensor *t, const int64_t *shape, int ndim) {
   POOL_END(ushape_expand(ushape_reshape(t->u, padded, ndim), out, ndim));
 }
 
-tg_tensor *tg_pad(tg_tensor *t, const int64_t *before, const int64_t *after, double value) {
-  if (!t) return null_arg("pad");
+/* Signed padding of every axis split into a crop [st, en) (the negative amounts) and a pad
+ * (pb, pa: the positive ones), and the result's shape `out`; false with an error if a crop
+ * removes more than the axis has or a size overflows. */
+static bool split_pad(const char *op, tg_tensor *t, const int64_t *before, const int64_t *after, int64_t *st,
+                      int64_t *en, int64_t *pb, int64_t *pa, int64_t *out) {
   int nd = tg_ndim(t);
-  if (nd && (!before || !after)) return tensor_error("pad: before/after are NULL");
-  int64_t arg[2 * TG_MAX_DIMS], out[TG_MAX_DIMS];
-  bool any = false;
   char b[256];
+  if (nd && (!before || !after)) return tensor_error("%s: before/after are NULL", op), false;
   for (int i = 0; i < nd; i++) {
-    if (before[i] < 0 || after[i] < 0)
-      return tensor_error("pad: negative padding %lld/%lld on axis %d", (long long)before[i], (long long)after[i], i);
-    if (!ck_add(uop_shape(t->u)[i], before[i], &out[i]) || !ck_add(out[i], after[i], &out[i]))
-      return shape_error("pad: padding %lld/%lld on axis %d of %s overflows int64", (long long)before[i],
-                         (long long)after[i], i, shape_str(b, sizeof b, t->u));
-    arg[2 * i] = before[i], arg[2 * i + 1] = after[i], any |= before[i] || after[i];
+    int64_t n = uop_shape(t->u)[i], cb = 0, ca = 0;
+    if ((before[i] < 0 && !ck_sub(0, before[i], &cb)) || (after[i] < 0 && !ck_sub(0, after[i], &ca)) ||
+        !ck_add(n, before[i], &out[i]) || !ck_add(out[i], after[i], &out[i]))
+      return shape_error("%s: padding %lld/%lld on axis %d of %s overflows int64", op, (long long)before[i],
+                         (long long)after[i], i, shape_str(b, sizeof b, t->u)), false;
+    if (cb > n || ca > n - cb)
+      return tensor_error("%s: padding %lld/%lld crops more than the %lld elements of axis %d of %s", op,
+                          (long long)before[i], (long long)after[i], (long long)n, i, shape_str(b, sizeof b, t->u)), false;
+    st[i] = cb, en[i] = n - ca, pb[i] = before[i] > 0 ? before[i] : 0, pa[i] = after[i] > 0 ? after[i] : 0;
   }
-  if (!shape_check("pad", out, nd, tg_get_dtype(t))) return NULL;
+  return shape_check(op, out, nd, tg_get_dtype(t));
+}
+
+/* Pad with `value` by non-negative amounts (the PAD node; a nonzero value is selected by a
+ * padded mask). */
+static tg_tensor *pad_const(tg_tensor *t, const int64_t *pb, const int64_t *pa, double value) {
+  if (!t) return NULL;
+  int nd = tg_ndim(t);
+  int64_t arg[2 * TG_MAX_DIMS];
+  bool any = false;
+  for (int i = 0; i < nd; i++) arg[2 * i] = pb[i], arg[2 * i + 1] = pa[i], any |= pb[i] || pa[i];
   POOL_BEGIN;
   uop *x = t->u;
   if (!any) POOL_END(x);
@@ -115,6 +129,16 @@ tg_tensor *tg_pad(tg_tensor *t, const int64_t *before, const int64_t *after, dou
     p = uop_new3(OP_WHERE, x->dtype, mask, p, uconst_like(p, value, x->dtype));
   }
   POOL_END(p);
+}
+
+tg_tensor *tg_pad(tg_tensor *t, const int64_t *before, const int64_t *after, double value) {
+  if (!t) return null_arg("pad");
+  int64_t st[TG_MAX_DIMS], en[TG_MAX_DIMS], pb[TG_MAX_DIMS], pa[TG_MAX_DIMS], out[TG_MAX_DIMS];
+  if (!split_pad("pad", t, before, after, st, en, pb, pa, out)) return NULL;
+  tg_scope *s = tg_scope_begin();
+  tg_tensor *r = tg_keep(pad_const(tg_shrink(t, st, en), pb, pa, value));
+  tg_scope_end(s);
+  return r;
 }
 
 tg_tensor *tg_shrink(tg_tensor *t, const int64_t *starts, const int64_t *ends) {
@@ -407,4 +431,329 @@ tg_tensor *tg_contiguous(tg_tensor *t) {
   if (!t) return null_arg("contiguous");
   POOL_BEGIN;
   POOL_END(t->u->op == OP_BUFFER ? t->u : uop_new1(OP_CONTIGUOUS, t->u->dtype, t->u));
+}
+
+/* ---------------------------------------------------------------- pad modes and roll
+ * Every mode is a view of the input: a reflection is the input followed by its reversed
+ * inner part, repeated; a circular pad repeats the input; a replicated edge is an expand.
+ * out[j] = x[f(j - before)] for j in [0, n + before + after). */
+
+/* t cropped to [st, en) on one axis. */
+static tg_tensor *axis_range(tg_tensor *t, int axis, int64_t st, int64_t en) {
+  if (!t) return NULL;
+  int nd = tg_ndim(t);
+  int64_t a[TG_MAX_DIMS] = {0}, b[TG_MAX_DIMS];
+  for (int i = 0; i < nd; i++) b[i] = uop_shape(t->u)[i];
+  a[axis] = st, b[axis] = en;
+  return tg_shrink(t, a, b);
+}
+
+/* out[j] = t[(start + j) mod n] for j in [0, len) along axis (0 <= start < n): t repeated
+ * along the axis, then cropped. */
+static tg_tensor *wrap_axis(tg_tensor *t, int axis, int64_t start, int64_t len) {
+  if (!t) return NULL;
+  int nd = tg_ndim(t);
+  int64_t n = uop_shape(t->u)[axis], reps[TG_MAX_DIMS], end;
+  if (len == 0) return axis_range(t, axis, 0, 0);
+  if (!ck_add(start, len, &end)) return shape_error("pad: %lld + %lld elements overflow int64", (long long)start, (long long)len);
+  for (int i = 0; i < nd; i++) reps[i] = 1;
+  reps[axis] = end / n + (end % n != 0);
+  return axis_range(tg_repeat(t, reps, nd), axis, start, end);
+}
+
+/* (-b) mod p in [0, p) for p > 0 and b > INT64_MIN. */
+static int64_t neg_mod(int64_t b, int64_t p) { return ((-b) % p + p) % p; }
+
+/* Reflect about the first and last element (not repeating them), periodic like numpy: the
+ * period is x followed by x[n-2..1]. Needs n >= 2 unless nothing is added. */
+static tg_tensor *pad_reflect_axis(tg_tensor *x, int axis, int64_t b, int64_t a) {
+  int64_t n = uop_shape(x->u)[axis];
+  if (n < 2 && (b > 0 || a > 0))
+    return tensor_error("pad: reflect padding %lld/%lld needs at least 2 elements on axis %d (it has %lld)", (long long)b,
+                        (long long)a, axis, (long long)n);
+  if (n < 2) return axis_range(x, axis, -b, n + a); /* only crops */
+  tg_tensor *period = x;
+  if (n > 2) {
+    tg_tensor *parts[2] = {x, tg_flip(axis_range(x, axis, 1, n - 1), &axis, 1)};
+    period = tg_cat(parts, 2, axis);
+  }
+  return wrap_axis(period, axis, neg_mod(b, 2 * n - 2), n + b + a);
+}
+
+/* Crop the negative amounts; repeat the first/last element for the positive ones. */
+static tg_tensor *pad_replicate_axis(tg_tensor *x, int axis, int64_t b, int64_t a) {
+  int64_t n = uop_shape(x->u)[axis];
+  x = axis_range(x, axis, b < 0 ? -b : 0, a < 0 ? n + a : n);
+  int64_t m = x ? uop_shape(x->u)[axis] : 0, shape[TG_MAX_DIMS];
+  if (!x || (b <= 0 && a <= 0)) return x;
+  if (m == 0) return tensor_error("pad: replicate padding of an empty axis %d", axis);
+  tg_tensor *parts[3];
+  int np = 0;
+  memcpy(shape, uop_shape(x->u), sizeof(int64_t) * (size_t)tg_ndim(x));
+  if (b > 0) shape[axis] = b, parts[np++] = tg_expand(axis_range(x, axis, 0, 1), shape, tg_ndim(x));
+  parts[np++] = x;
+  if (a > 0) shape[axis] = a, parts[np++] = tg_expand(axis_range(x, axis, m - 1, m), shape, tg_ndim(x));
+  return tg_cat(parts, np, axis);
+}
+
+/* Crop the negative amounts, then wrap around what is left (PyTorch's order). */
+static tg_tensor *pad_circular_axis(tg_tensor *x, int axis, int64_t b, int64_t a) {
+  int64_t n = uop_shape(x->u)[axis];
+  x = axis_range(x, axis, b < 0 ? -b : 0, a < 0 ? n + a : n);
+  int64_t m = x ? uop_shape(x->u)[axis] : 0;
+  if (!x || (b <= 0 && a <= 0)) return x;
+  if (m == 0) return tensor_error("pad: circular padding of an empty axis %d", axis);
+  b = b > 0 ? b : 0, a = a > 0 ? a : 0;
+  return wrap_axis(x, axis, neg_mod(b, m), m + b + a);
+}
+
+typedef tg_tensor *(*pad_axis_fn)(tg_tensor *x, int axis, int64_t b, int64_t a);
+static const pad_axis_fn pad_axis_fns[] = {
+    [TG_PAD_REFLECT] = pad_reflect_axis, [TG_PAD_REPLICATE] = pad_replicate_axis, [TG_PAD_CIRCULAR] = pad_circular_axis};
+
+tg_tensor *tg_pad_mode(tg_tensor *t, const int64_t *before, const int64_t *after, tg_padding mode, double value) {
+  if (!t) return null_arg("pad");
+  if ((int)mode < 0 || mode > TG_PAD_CIRCULAR) return tensor_error("pad: invalid mode %d", (int)mode);
+  if (mode == TG_PAD_CONSTANT) return tg_pad(t, before, after, value);
+  int64_t st[TG_MAX_DIMS], en[TG_MAX_DIMS], pb[TG_MAX_DIMS], pa[TG_MAX_DIMS], out[TG_MAX_DIMS];
+  if (!split_pad("pad", t, before, after, st, en, pb, pa, out)) return NULL;
+  tg_scope *s = tg_scope_begin();
+  tg_tensor *x = t;
+  for (int i = 0; x && i < tg_ndim(t); i++)
+    if (before[i] || after[i]) x = pad_axis_fns[mode](x, i, before[i], after[i]);
+  x = tg_keep(x);
+  tg_scope_end(s);
+  return x;
+}
+
+/* out[j] = x[(j - shift) mod n] along axis. */
+static tg_tensor *roll_axis(tg_tensor *x, int axis, int64_t shift) {
+  int64_t n = uop_shape(x->u)[axis];
+  return n == 0 ? x : wrap_axis(x, axis, neg_mod(shift % n, n), n);
+}
+
+tg_tensor *tg_roll(tg_tensor *t, const int64_t *shifts, const int *axes, int n) {
+  if (!t) return null_arg("roll");
+  if (!shifts || n <= 0 || (!axes && n != 1))
+    return tensor_error("roll: %d shifts for %s axes (without axes: exactly one shift)", n, axes ? "as many" : "no");
+  if (axes && n > TG_MAX_DIMS) return tensor_error("roll: %d axes (at most %d)", n, TG_MAX_DIMS);
+  int nd = tg_ndim(t), ax[TG_MAX_DIMS];
+  for (int i = 0; axes && i < n; i++)
+    if (ax[i] = axes[i], !normalize_axis("roll", &ax[i], nd, AXIS_OF_SCALAR)) return NULL;
+  tg_scope *s = tg_scope_begin();
+  tg_tensor *x = axes && nd ? t : tg_reshape(t, (int64_t[]){tg_numel(t)}, 1);
+  for (int i = 0; x && i < n; i++) x = roll_axis(x, axes && nd ? ax[i] : 0, shifts[i]);
+  x = tg_keep(x ? tg_reshape(x, uop_shape(t->u), nd) : NULL);
+  tg_scope_end(s);
+  return x;
+}
+
+/* ---------------------------------------------------------------- triangles and diagonals */
+
+/* where(keep, t, 0) with keep broadcast to t's shape (the 0 is a literal). */
+static tg_tensor *keep_or_zero(tg_tensor *t, tg_tensor *keep) {
+  tg_tensor *k = t && keep ? tg_expand(keep, uop_shape(t->u), tg_ndim(t)) : NULL;
+  if (!k) return NULL;
+  POOL_BEGIN;
+  POOL_END(uop_new3(OP_WHERE, t->u->dtype, k->u, t->u, uconst_like(t->u, 0, t->u->dtype)));
+}
+
+/* Keep column c of row r where c - r <= k (lower) or >= k (upper), over the last two axes. */
+static tg_tensor *triangle(const char *op, tg_tensor *t, int64_t k, bool lower) {
+  if (!t) return null_arg(op);
+  int nd = tg_ndim(t);
+  char b[256];
+  if (nd < 2) return tensor_error("%s: needs at least 2 axes, got %s", op, shape_str(b, sizeof b, t->u));
+  int64_t n = uop_shape(t->u)[nd - 2], m = uop_shape(t->u)[nd - 1];
+  k = k < -n ? -n : k > m ? m : k; /* beyond these every element is kept or dropped */
+  tg_scope *s = tg_scope_begin();
+  tg_tensor *row = tg_reshape(tg_arange((double)k, (double)(n + k), 1, TG_INT64), (int64_t[]){n, 1}, 2); /* r + k */
+  tg_tensor *col = tg_reshape(tg_arange(0, (double)m, 1, TG_INT64), (int64_t[]){1, m}, 2);
+  tg_tensor *r = tg_keep(keep_or_zero(t, lower ? tg_le(col, row) : tg_ge(col, row)));
+  tg_scope_end(s);
+  return r;
+}
+
+tg_tensor *tg_tril(tg_tensor *t, int64_t diagonal) { return triangle("tril", t, diagonal, true); }
+tg_tensor *tg_triu(tg_tensor *t, int64_t diagonal) { return triangle("triu", t, diagonal, false); }
+
+tg_tensor *tg_diagonal(tg_tensor *t, int64_t offset, int axis1, int axis2) {
+  if (!t) return null_arg("diagonal");
+  int nd = tg_ndim(t), order[TG_MAX_DIMS], k = 0;
+  if (!normalize_axis("diagonal", &axis1, nd, AXIS_OF) || !normalize_axis("diagonal", &axis2, nd, AXIS_OF)) return NULL;
+  if (axis1 == axis2) return tensor_error("diagonal: both axes are %d", axis1);
+  for (int i = 0; i < nd; i++)
+    if (i != axis1 && i != axis2) order[k++] = i;
+  order[k++] = axis1, order[k++] = axis2;
+  int64_t n = uop_shape(t->u)[axis1], m = uop_shape(t->u)[axis2];
+  int64_t r0 = offset < 0 ? (offset < -n ? n : -offset) : 0, c0 = offset > 0 ? (offset > m ? m : offset) : 0;
+  int64_t len = n - r0 < m - c0 ? n - r0 : m - c0, w = m - c0, shape[TG_MAX_DIMS];
+  tg_scope *s = tg_scope_begin();
+  tg_tensor *x = tg_permute(t, order, nd); /* (.., n, m) → rows [r0, r0+len), columns [c0, m) */
+  x = axis_range(axis_range(x, nd - 1, c0, m), nd - 2, r0, r0 + len);
+  for (int i = 0; i < nd - 2; i++) shape[i] = uop_shape(t->u)[order[i]];
+  shape[nd - 2] = len * w; /* flat: element (i, i) is at i*(w+1) */
+  x = x ? tg_reshape(x, shape, nd - 1) : NULL;
+  x = tg_keep(x ? stride_axis(x, nd - 2, len, len > 1 ? w + 1 : 1) : NULL);
+  tg_scope_end(s);
+  return x;
+}
+
+tg_tensor *tg_diag(tg_tensor *t, int64_t diagonal) {
+  if (!t) return null_arg("diag");
+  int nd = tg_ndim(t);
+  char b[256];
+  if (nd == 2) return tg_diagonal(t, diagonal, 0, 1);
+  if (nd != 1) return tensor_error("diag: needs 1 or 2 axes, got %s", shape_str(b, sizeof b, t->u));
+  if (diagonal == INT64_MIN) return shape_error("diag: offset %lld is too large", (long long)diagonal);
+  int64_t n = uop_shape(t->u)[0], k = diagonal < 0 ? -diagonal : diagonal, size, flat;
+  if (!ck_add(n, k, &size) || !ck_mul(n, n + 1, &flat))
+    return shape_error("diag: a (%lld,) tensor on diagonal %lld overflows int64", (long long)n, (long long)diagonal);
+  if (!shape_check("diag", (int64_t[]){size, size}, 2, tg_get_dtype(t))) return NULL;
+  /* (n, 1) padded to (n, n+1) and read as (n*(n+1)) → its first n*n as (n, n): x[i] lands at (i, i) */
+  tg_scope *s = tg_scope_begin();
+  tg_tensor *x = pad_const(tg_reshape(t, (int64_t[]){n, 1}, 2), (int64_t[]){0, 0}, (int64_t[]){0, n}, 0);
+  x = x ? tg_reshape(x, &flat, 1) : NULL;
+  x = x ? tg_reshape(axis_range(x, 0, 0, n * n), (int64_t[]){n, n}, 2) : NULL;
+  int64_t pb[2] = {diagonal < 0 ? k : 0, diagonal > 0 ? k : 0}, pa[2] = {pb[1], pb[0]};
+  x = tg_keep(pad_const(x, pb, pa, 0));
+  tg_scope_end(s);
+  return x;
+}
+
+/* ---------------------------------------------------------------- windows, unflatten, grids */
+
+/* Windows of `size` elements every `step` along axis, as views (tinygrad's _pool for one axis):
+ * the axis becomes (o, size), o = (n - size) / step + 1. With size <= step the axis is cut into
+ * (o, step) blocks whose first `size` are kept; otherwise it is repeated, cut to `size` rows of
+ * n + 1 elements (row r starts at input element r), and each row is strided by `step`. */
+static tg_tensor *windows_axis(tg_tensor *t, int axis, int64_t size, int64_t step, int64_t o) {
+  int nd = tg_ndim(t);
+  int64_t sh[TG_MAX_DIMS + 1], n = uop_shape(t->u)[axis];
+  for (int i = 0; i < nd; i++) sh[i < axis ? i : i + 1] = uop_shape(t->u)[i]; /* sh[axis], sh[axis+1]: per path */
+  if (size == 0 || o == 1) { /* one window: (.., 1, size, ..); or empty windows */
+    tg_tensor *x = tg_unsqueeze(axis_range(t, axis, 0, size), axis);
+    sh[axis] = o, sh[axis + 1] = size;
+    return tg_expand(x, sh, nd + 1);
+  }
+  if (size <= step) {
+    int64_t zero[TG_MAX_DIMS] = {0}, pa[TG_MAX_DIMS] = {0}, blocks = o * step; /* <= n - size + step */
+    pa[axis] = blocks > n ? blocks - n : 0;
+    tg_tensor *x = axis_range(pad_const(t, zero, pa, 0), axis, 0, blocks);
+    sh[axis] = o, sh[axis + 1] = step;
+    return x ? axis_range(tg_reshape(x, sh, nd + 1), axis + 1, 0, size) : NULL;
+  }
+  int64_t reps[TG_MAX_DIMS], row = n + 1; /* size rows of n + 1: o*step <= n - size + step < row */
+  for (int i = 0; i < nd; i++) reps[i] = i == axis ? size + 1 : 1; /* (size + 1) n >= size (n + 1) */
+  tg_tensor *x = axis_range(tg_repeat(t, reps, nd), axis, 0, size * row);
+  sh[axis] = size, sh[axis + 1] = row;
+  x = x ? axis_range(tg_reshape(x, sh, nd + 1), axis + 1, 0, o * step) : NULL; /* (size, o*step) */
+  x = x ? stride_axis(x, axis + 1, o, step) : NULL;                             /* (size, o) */
+  return x ? tg_transpose(x, axis, axis + 1) : NULL;
+}
+
+tg_tensor *tg_unfold(tg_tensor *t, int axis, int64_t size, int64_t step) {
+  if (!t) return null_arg("unfold");
+  int nd = tg_ndim(t);
+  if (!normalize_axis("unfold", &axis, nd, AXIS_OF)) return NULL;
+  int64_t n = uop_shape(t->u)[axis], out[TG_MAX_DIMS + 1];
+  char b[256];
+  if (size < 0 || size > n || step < 1)
+    return tensor_error("unfold: windows of %lld every %lld do not fit axis %d of %s (need 0 <= size <= %lld, step >= 1)",
+                        (long long)size, (long long)step, axis, shape_str(b, sizeof b, t->u), (long long)n);
+  if (nd >= TG_MAX_DIMS) return shape_error("unfold: a rank-%d tensor is at the rank limit %d", nd, TG_MAX_DIMS);
+  int64_t o = (n - size) / step + 1;
+  for (int i = 0; i < nd; i++) out[i] = i == axis ? o : uop_shape(t->u)[i];
+  out[nd] = size;
+  if (!shape_check("unfold", out, nd + 1, tg_get_dtype(t))) return NULL;
+  tg_scope *s = tg_scope_begin();
+  tg_tensor *w = windows_axis(t, axis, size, step, o); /* (.., o, size, ..) */
+  int order[TG_MAX_DIMS + 1];
+  for (int i = 0, k = 0; i <= nd; i++)
+    if (i != axis + 1) order[k++] = i;
+  order[nd] = axis + 1;
+  w = tg_keep(w ? tg_permute(w, order, nd + 1) : NULL);
+  tg_scope_end(s);
+  return w;
+}
+
+tg_tensor *tg_unflatten(tg_tensor *t, int axis, const int64_t *sizes, int n) {
+  if (!t) return null_arg("unflatten");
+  int nd = tg_ndim(t);
+  if (!normalize_axis("unflatten", &axis, nd, AXIS_OF)) return NULL;
+  if (n < 1 || !sizes || n - 1 > TG_MAX_DIMS - nd)
+    return tensor_error("unflatten: %d sizes for a rank-%d tensor (1..%d)", n, nd, TG_MAX_DIMS - nd + 1);
+  int64_t shape[TG_MAX_DIMS], known = 1, dim = uop_shape(t->u)[axis];
+  int infer = -1;
+  char a[256], b[256];
+  for (int i = 0; i < n; i++) {
+    bool bad = sizes[i] < -1 || (sizes[i] == -1 && infer >= 0) || (sizes[i] >= 0 && !ck_mul(known, sizes[i], &known));
+    if (bad)
+      return tensor_error("unflatten: invalid sizes %s (one -1 allowed)", tg_fmt_shape(a, sizeof a, sizes, n));
+    if (sizes[i] == -1) infer = i;
+  }
+  if (infer >= 0 ? known == 0 || dim % known : known != dim)
+    return tensor_error("unflatten: sizes %s do not make axis %d of %s (%lld)", tg_fmt_shape(a, sizeof a, sizes, n), axis,
+                        shape_str(b, sizeof b, t->u), (long long)dim);
+  int k = 0;
+  for (int i = 0; i < nd; i++) {
+    if (i != axis) { shape[k++] = uop_shape(t->u)[i]; continue; }
+    for (int j = 0; j < n; j++) shape[k++] = j == infer ? dim / known : sizes[j];
+  }
+  return tg_reshape(t, shape, k);
+}
+
+int tg_meshgrid(tg_tensor **ts, int n, bool xy, tg_tensor **out) {
+  if (!out || !ts || n < 1 || n > TG_MAX_DIMS)
+    return tg_set_error(TG_ERR_ARG, "meshgrid: needs 1..%d tensors and an output array", TG_MAX_DIMS);
+  for (int i = 0; i < n; i++) out[i] = NULL;
+  int64_t shape[TG_MAX_DIMS];
+  for (int i = 0; i < n; i++) {
+    if (!ts[i]) return null_arg("meshgrid"), TG_ERR_ARG;
+    if (tg_ndim(ts[i]) > 1) return tg_set_error(TG_ERR_ARG, "meshgrid: tensor %d has rank %d (0 or 1 expected)", i, tg_ndim(ts[i]));
+    if (tg_get_dtype(ts[i]) != tg_get_dtype(ts[0]))
+      return tg_set_error(TG_ERR_ARG, "meshgrid: tensor %d is %s, tensor 0 is %s", i, tg_dtype_name(tg_get_dtype(ts[i])),
+                          tg_dtype_name(tg_get_dtype(ts[0])));
+    shape[i] = tg_numel(ts[i]);
+  }
+  int swap = xy && n > 1; /* "xy": the first two output axes are exchanged (numpy's default) */
+  if (swap) { int64_t s0 = shape[0]; shape[0] = shape[1], shape[1] = s0; }
+  if (!shape_check("meshgrid", shape, n, tg_get_dtype(ts[0]))) return tg_error_status_or(TG_ERR_SHAPE);
+  for (int i = 0; i < n; i++) {
+    int pos = swap && i < 2 ? 1 - i : i;
+    int64_t one[TG_MAX_DIMS];
+    for (int d = 0; d < n; d++) one[d] = d == pos ? shape[d] : 1;
+    tg_scope *s = tg_scope_begin();
+    out[i] = tg_keep(tg_expand(tg_reshape(ts[i], one, n), shape, n));
+    tg_scope_end(s);
+    if (!out[i]) { /* out of memory: nothing half-built */
+      for (int j = 0; j < i; j++) tg_free(out[j]), out[j] = NULL;
+      return tg_error_status_or(TG_ERR_NOMEM);
+    }
+  }
+  return 0;
+}
+
+tg_tensor *tg_repeat_interleave(tg_tensor *t, int64_t repeats, int axis) {
+  if (!t) return null_arg("repeat_interleave");
+  if (repeats < 0) return tensor_error("repeat_interleave: negative repeats %lld", (long long)repeats);
+  tg_scope *s = tg_scope_begin();
+  tg_tensor *x = axis == TG_ALL_AXES ? tg_reshape(t, (int64_t[]){tg_numel(t)}, 1) : t;
+  if (axis == TG_ALL_AXES) axis = 0;
+  int nd = tg_ndim(x);
+  tg_tensor *r = NULL;
+  if (normalize_axis("repeat_interleave", &axis, nd, AXIS_OF_SCALAR)) {
+    if (nd == 0) x = tg_reshape(x, (int64_t[]){1}, 1), nd = 1; /* a scalar has one axis: the result is (repeats,) */
+    int64_t reps[TG_MAX_DIMS + 1], shape[TG_MAX_DIMS];
+    for (int i = 0; i <= nd; i++) reps[i] = i == axis + 1 ? repeats : 1;
+    memcpy(shape, uop_shape(x->u), sizeof(int64_t) * (size_t)nd);
+    if (!ck_mul(shape[axis], repeats, &shape[axis]))
+      r = shape_error("repeat_interleave: %lld repeats of %lld elements overflow int64", (long long)repeats,
+                      (long long)uop_shape(x->u)[axis]);
+    else /* (.., n, ..) → (.., n, 1, ..) tiled to (.., n, r, ..) → (.., n*r, ..) */
+      r = tg_reshape(tg_repeat(tg_unsqueeze(x, axis + 1), reps, nd + 1), shape, nd);
+  }
+  r = tg_keep(r);
+  tg_scope_end(s);
+  return r;
 }

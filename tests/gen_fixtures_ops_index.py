@@ -1,0 +1,317 @@
+#!/usr/bin/python3
+"""gen_fixtures_ops_index.py — writes tests/fixtures/ops_index.h, the PyTorch reference data for
+tests/test_ops_index.c: pad modes and negative padding, roll, tril/triu, diag/diagonal,
+meshgrid, unfold, unflatten, repeat_interleave, gather, scatter, scatter_reduce, masked_fill,
+masked_select, nonzero, sort/argsort/topk, einsum and interpolate.
+
+Run from anywhere:  /usr/bin/python3 tests/gen_fixtures_ops_index.py
+
+A case stores its inputs (values as doubles, converted to the input's dtype in C), integer
+parameters (ip), float parameters (fp), a string (the einsum equation), the expected outputs
+(computed by torch in the inputs' own dtypes, stored as doubles: exact for ints, indices and
+movement ops), and for cases with differentiable inputs the gradients of sum(out[0] * gout)
+with respect to the float inputs, computed by torch in float64 from the same values. The C
+side replays the call in each case's dtypes and compares with the case's tolerance.
+
+Parameter layout per op (in[] = inputs; absent inputs are None):
+  PAD x; ip = before[nd], after[nd]; fp0 value          PAD_MODE x; ip0 mode, ip1.. before, after
+  ROLL x; ip0 n (0: flattened), ip1.. shifts[n or 1], axes[n]
+  TRIL/TRIU x; ip0 diagonal          DIAGONAL x; ip0 offset, ip1 axis1, ip2 axis2
+  DIAG x; ip0 diagonal               MESHGRID x0, x1[, x2]; ip0 xy   (outputs: one per input)
+  UNFOLD x; ip0 axis, ip1 size, ip2 step     UNFLATTEN x; ip0 axis, ip1 n, ip2.. sizes
+  REPEAT_INTERLEAVE x; ip0 repeats, ip1 axis (TG_ALL_AXES = -1000000)
+  REPEAT_INTERLEAVE_T x, repeats; ip0 axis
+  GATHER x, index; ip0 axis          SCATTER x, index, src; ip0 axis
+  SCATTER_REDUCE x, index, src; ip0 axis, ip1 op (0 sum 1 prod 2 mean 3 amax 4 amin), ip2 include_self
+  MASKED_FILL x, mask; fp0 value     MASKED_SELECT x, mask      NONZERO x
+  SORT x; ip0 axis, ip1 descending (outputs values, indices)    ARGSORT x; ip0 axis, ip1 descending
+  TOPK x; ip0 k, ip1 axis, ip2 largest (outputs values, indices)
+  EINSUM operands...; str equation
+  INTERPOLATE x; ip0 mode (0 nearest 1 nearest-exact 2 linear 3 bilinear 4 trilinear),
+              ip1 align_corners, ip2 has_size, ip3.. sizes; fp = scale factors
+"""
+import math
+import os
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "ops_index.h")
+OPS = ["PAD", "PAD_MODE", "ROLL", "TRIL", "TRIU", "DIAGONAL", "DIAG", "MESHGRID", "UNFOLD", "UNFLATTEN",
+       "REPEAT_INTERLEAVE", "REPEAT_INTERLEAVE_T", "GATHER", "SCATTER", "SCATTER_REDUCE", "MASKED_FILL",
+       "MASKED_SELECT", "NONZERO", "SORT", "ARGSORT", "TOPK", "EINSUM", "INTERPOLATE"]
+MAX_IN, MAX_OUT, MAX_RANK, MAX_IP, MAX_FP = 4, 3, 6, 16, 3
+ALL_AXES = -1000000
+
+rng = np.random.default_rng(12)
+TORCH_DT = {"TG_FLOAT32": torch.float32, "TG_FLOAT64": torch.float64, "TG_FLOAT16": torch.float16,
+            "TG_INT32": torch.int32, "TG_INT64": torch.int64, "TG_UINT8": torch.uint8, "TG_BOOL": torch.bool,
+            "TG_INT8": torch.int8}
+FLOATS = ("TG_FLOAT32", "TG_FLOAT64", "TG_FLOAT16")
+
+
+def randn(*shape, scale=1.0):
+    return rng.standard_normal(shape) * scale
+
+
+def ints(lo, hi, *shape):
+    return rng.integers(lo, hi, shape).astype(np.float64)
+
+
+class In:
+    """An input: values, the C dtype, whether its gradient is checked (float inputs only)."""
+
+    def __init__(self, data, dtype="TG_FLOAT32", grad=True):
+        t = torch.tensor(np.asarray(data, dtype=np.float64)).to(TORCH_DT[dtype])
+        self.data = t.to(torch.float64).numpy()  # the values the C side will hold
+        self.dtype, self.grad = dtype, grad and dtype in FLOATS
+
+    def torch(self, for_grad=False):
+        t = torch.tensor(self.data)
+        if for_grad and self.grad:
+            return t.clone().requires_grad_(True)
+        return t if for_grad and self.dtype in FLOATS else t.to(TORCH_DT[self.dtype])
+
+
+cases = []
+
+
+def as_list(o):
+    return list(o) if isinstance(o, (list, tuple)) else [o]
+
+
+def case(name, op, ins, fn, ip=(), fp=(), s="", tol=1e-6, grad=True):
+    """fn(*torch inputs) returns the output or a list of outputs; the first is differentiated."""
+    outs = as_list(fn(*[i.torch() if i is not None else None for i in ins]))
+    outs = [o.detach().to(torch.float64).numpy() if o.dtype != torch.bool else o.numpy().astype(np.float64)
+            for o in outs]
+    gout, grads = None, [None] * len(ins)
+    if grad and any(i is not None and i.grad for i in ins):
+        tins = [i.torch(True) if i is not None else None for i in ins]
+        y = as_list(fn(*tins))[0]
+        gout = rng.standard_normal(tuple(y.shape))
+        (y * torch.tensor(gout)).sum().backward()
+        grads = [t.grad.numpy() if (i is not None and i.grad and t.grad is not None) else
+                 (np.zeros(i.data.shape) if i is not None and i.grad else None) for i, t in zip(ins, tins)]
+    assert len(ip) <= MAX_IP and len(fp) <= MAX_FP and len(outs) <= MAX_OUT, name
+    cases.append(dict(name=name, op=op, ins=ins, ip=list(ip), fp=list(fp), s=s, tol=tol, outs=outs, gout=gout,
+                      grads=grads))
+
+
+# ------------------------------------------------------------------ pad, roll
+MODES = {"constant": 0, "reflect": 1, "replicate": 2, "circular": 3}
+
+
+def torch_pad_args(before, after):
+    """tg's per-axis before/after → F.pad's (last_before, last_after, ...) tuple."""
+    p = []
+    for b, a in zip(reversed(before), reversed(after)):
+        p += [b, a]
+    return tuple(p)
+
+
+def pad_case(name, shape, before, after, value=0.0, dtype="TG_FLOAT32"):
+    x = In(randn(*shape) * 3 if dtype in FLOATS else ints(-9, 9, *shape), dtype)
+    case(name, "PAD", [x], lambda x: F.pad(x, torch_pad_args(before, after), value=value),
+         ip=list(before) + list(after), fp=[value])
+
+
+pad_case("pad_crop_front", (3, 5), (0, -2), (0, 1), 1.5)
+pad_case("pad_crop_both", (4, 6), (-1, 2), (1, -3), 0.0)
+pad_case("pad_crop_all", (2, 3), (0, -1), (0, -2), 2.0)
+pad_case("pad_crop_int", (3, 4), (-2, 1), (0, -1), 7.0, "TG_INT32")
+
+
+def nd_pad(x, mode, before, after):
+    """F.pad with a mode pads the last 1-3 axes of a (N, C, ...) input: add/remove batch axes."""
+    k = sum(1 for b, a in zip(before, after) if b or a)
+    lead = len(before) - 3 if len(before) > 3 else 0
+    y = x.reshape((1,) * max(0, 2 - lead) + tuple(x.shape)) if len(before) < 5 else x
+    spatial = len(before) - lead
+    y = F.pad(y, torch_pad_args(before[lead:], after[lead:]), mode=mode)
+    assert k == 0 or all(b == 0 and a == 0 for b, a in zip(before[:lead], after[:lead]))
+    return y.reshape(y.shape[max(0, 2 - lead):]) if len(before) < 5 else y
+
+
+def mode_case(name, mode, shape, before, after, dtype="TG_FLOAT32", ref=None):
+    x = In(randn(*shape) * 3 if dtype in FLOATS else ints(-9, 9, *shape), dtype)
+    fn = ref or (lambda x: nd_pad(x, mode, before, after))
+    if dtype not in FLOATS:  # torch pads ints only in constant mode: pad their float64 values
+        fn = lambda x, f=fn: f(x.to(torch.float64)).to(x.dtype)
+    case(name, "PAD_MODE", [x], fn, ip=[MODES[mode]] + list(before) + list(after))
+
+
+for mode in ("reflect", "replicate", "circular"):
+    mode_case(f"pad_{mode}_1d", mode, (7,), (2,), (3,))
+    mode_case(f"pad_{mode}_2d", mode, (2, 4, 5), (0, 1, 3), (0, 2, 1))
+    mode_case(f"pad_{mode}_3d", mode, (2, 3, 4, 3), (0, 1, 2, 1), (0, 2, 0, 2))
+    mode_case(f"pad_{mode}_neg", mode, (5, 6), (-1, 2), (2, -3))
+    mode_case(f"pad_{mode}_f64", mode, (3, 6), (1, 2), (2, 4), "TG_FLOAT64")
+    mode_case(f"pad_{mode}_int", mode, (4, 5), (2, 0), (1, 3), "TG_INT32")
+
+
+def np_pad(mode):
+    return lambda x: torch.tensor(np.pad(x.numpy(), ((0, 0), (7, 9)), mode={"reflect": "reflect", "circular": "wrap"}[mode]))
+
+
+# beyond PyTorch's limit (padding >= size): numpy's periodic reflection / wrap (forward only)
+case("pad_reflect_wide", "PAD_MODE", [In(randn(2, 4))], np_pad("reflect"), ip=[1, 0, 7, 0, 9], grad=False)
+case("pad_circular_wide", "PAD_MODE", [In(randn(2, 4))], np_pad("circular"), ip=[3, 0, 7, 0, 9], grad=False)
+
+
+def roll_case(name, shape, shifts, axes, dtype="TG_FLOAT32"):
+    x = In(randn(*shape) if dtype in FLOATS else ints(-9, 9, *shape), dtype)
+    if axes is None:
+        case(name, "ROLL", [x], lambda x: torch.roll(x, shifts[0]), ip=[0, shifts[0]])
+    else:
+        case(name, "ROLL", [x], lambda x: torch.roll(x, tuple(shifts), tuple(axes)),
+             ip=[len(axes)] + list(shifts) + list(axes))
+
+
+roll_case("roll_flat", (3, 4), [5], None)
+roll_case("roll_neg_flat", (7,), [-9], None, "TG_INT64")
+roll_case("roll_two_axes", (3, 4, 5), [1, -7], [0, 2])
+roll_case("roll_same_axis_twice", (6, 2), [2, 3], [0, 0], "TG_FLOAT64")
+roll_case("roll_big_shift", (5, 3), [1000000007], [-2])
+
+# ------------------------------------------------------------------ triangles, diagonals
+for k in (0, 1, -2, 9, -9):
+    case(f"tril_{k}", "TRIL", [In(randn(4, 5))], lambda x, k=k: torch.tril(x, k), ip=[k])
+    case(f"triu_{k}", "TRIU", [In(randn(2, 5, 3))], lambda x, k=k: torch.triu(x, k), ip=[k])
+case("tril_int", "TRIL", [In(ints(-5, 5, 3, 3), "TG_INT32")], lambda x: torch.tril(x, -1), ip=[-1])
+case("triu_bool", "TRIU", [In(ints(0, 2, 3, 4), "TG_BOOL")], lambda x: torch.triu(x, 1), ip=[1])
+
+for off, a1, a2, shape in ((0, 0, 1, (4, 4)), (1, 0, 1, (3, 5)), (-2, 0, 1, (5, 3)), (1, 0, 2, (2, 3, 4)),
+                           (-1, 2, 0, (2, 3, 4)), (0, -1, -2, (2, 3, 3)), (7, 0, 1, (3, 4)), (-3, 1, 0, (3, 4))):
+    case(f"diagonal_{off}_{a1}_{a2}_{len(shape)}d", "DIAGONAL", [In(randn(*shape))],
+         lambda x, o=off, a=a1, b=a2: torch.diagonal(x, o, a, b), ip=[off, a1, a2])
+case("diagonal_int64", "DIAGONAL", [In(ints(-9, 9, 4, 4), "TG_INT64")], lambda x: torch.diagonal(x, 1), ip=[1, 0, 1])
+for k in (0, 2, -1):
+    case(f"diag_vec_{k}", "DIAG", [In(randn(4))], lambda x, k=k: torch.diag(x, k), ip=[k])
+    case(f"diag_mat_{k}", "DIAG", [In(randn(3, 4))], lambda x, k=k: torch.diag(x, k), ip=[k])
+case("diag_vec_int", "DIAG", [In(ints(1, 9, 3), "TG_INT32")], lambda x: torch.diag(x, 1), ip=[1])
+
+# ------------------------------------------------------------------ meshgrid, unfold, unflatten, repeat_interleave
+case("meshgrid_ij", "MESHGRID", [In(randn(3)), In(randn(4)), In(randn(2))],
+     lambda a, b, c: torch.meshgrid(a, b, c, indexing="ij"), ip=[0])
+case("meshgrid_xy", "MESHGRID", [In(randn(3)), In(randn(4)), In(randn(2))],
+     lambda a, b, c: torch.meshgrid(a, b, c, indexing="xy"), ip=[1])
+case("meshgrid_xy_2_int", "MESHGRID", [In(ints(0, 9, 3), "TG_INT32"), In(ints(0, 9, 5), "TG_INT32")],
+     lambda a, b: torch.meshgrid(a, b, indexing="xy"), ip=[1])
+
+for axis, size, step, shape in ((0, 3, 1, (7,)), (1, 2, 2, (2, 6, 3)), (-1, 3, 2, (3, 8)), (0, 2, 5, (11, 2)),
+                                (1, 4, 3, (2, 10)), (0, 5, 5, (5, 2)), (1, 0, 2, (2, 4)), (0, 4, 1, (4, 3))):
+    case(f"unfold_{axis}_{size}_{step}", "UNFOLD", [In(randn(*shape))],
+         lambda x, a=axis, s=size, st=step: x.unfold(a, s, st), ip=[axis, size, step])
+case("unfold_int", "UNFOLD", [In(ints(-9, 9, 3, 7), "TG_INT32")], lambda x: x.unfold(1, 3, 2), ip=[1, 3, 2])
+
+for axis, sizes, shape in ((1, (2, 3), (4, 6)), (0, (-1, 2), (6, 2)), (-1, (1, 4, 1), (3, 4)), (0, (2, 0), (0, 3))):
+    case(f"unflatten_{axis}_{len(sizes)}", "UNFLATTEN", [In(randn(*shape))],
+         lambda x, a=axis, s=sizes: x.unflatten(a, s), ip=[axis, len(sizes)] + list(sizes))
+
+for reps, axis, shape in ((2, 0, (3,)), (3, 1, (2, 3)), (2, ALL_AXES, (2, 2)), (0, 0, (3, 2)), (1, -1, (2, 3))):
+    case(f"repeat_interleave_{reps}_{axis}", "REPEAT_INTERLEAVE", [In(randn(*shape))],
+         lambda x, r=reps, a=axis: x.repeat_interleave(r, None if a == ALL_AXES else a), ip=[reps, axis])
+case("repeat_interleave_int", "REPEAT_INTERLEAVE", [In(ints(0, 9, 2, 2), "TG_INT64")],
+     lambda x: x.repeat_interleave(2, 1), ip=[2, 1])
+
+
+# ------------------------------------------------------------------ writing
+
+
+def c_num(v):
+    v = float(v)
+    if math.isnan(v):
+        return "NAN"
+    if math.isinf(v):
+        return "INFINITY" if v > 0 else "-INFINITY"
+    return repr(v)
+
+
+def emit_array(lines, name, a):
+    vals = [c_num(v) for v in np.asarray(a, dtype=np.float64).ravel()]
+    lines.append("static const double %s[%d] = {" % (name, max(1, len(vals))))
+    for i in range(0, len(vals), 6):
+        lines.append("  " + ", ".join(vals[i:i + 6]) + ",")
+    lines.append("};")
+
+
+def tensor_ref(name, a, dtype="TG_FLOAT64"):
+    shape = list(np.shape(a))
+    assert len(shape) <= MAX_RANK
+    return "{%s, %s, %d, {%s}}" % (name, dtype, len(shape), ", ".join(str(s) for s in shape) or "0")
+
+
+NONE = "{NULL, TG_FLOAT64, 0, {0}}"
+
+
+def main():
+    lines = ["/* ops_index.h — GENERATED by tests/gen_fixtures_ops_index.py; do not edit by hand.",
+             " * PyTorch %s references for tests/test_ops_index.c: %d cases. */" % (torch.__version__, len(cases)),
+             "#ifndef TG_FIXTURES_OPS_INDEX_H", "#define TG_FIXTURES_OPS_INDEX_H", "#include <math.h>",
+             "#include <stddef.h>", "#include <stdint.h>", '#include "tg.h"', "",
+             "enum { %s };" % ", ".join("OIFX_" + o for o in OPS),
+             "enum { OIFX_NIN = %d };" % MAX_IN, "",
+             "/* A tensor: values as doubles, converted to dtype in C; data NULL when absent. */",
+             "typedef struct { const double *data; tg_dtype dtype; int ndim; int64_t shape[%d]; } oifx_tensor;"
+             % MAX_RANK,
+             "typedef struct {",
+             "  const char *name;",
+             "  int op;",
+             "  double tol;",
+             "  int nin;",
+             "  oifx_tensor in[%d];" % MAX_IN,
+             "  int64_t ip[%d];" % MAX_IP,
+             "  double fp[%d];" % MAX_FP,
+             "  const char *str;",
+             "  int nout;",
+             "  oifx_tensor out[%d];" % MAX_OUT,
+             "  oifx_tensor gout;       /* upstream gradient of out[0]; data NULL: no gradient case */",
+             "  oifx_tensor grad[%d];    /* d sum(out[0] * gout) / d in[i]; data NULL if unchecked */" % MAX_IN,
+             "} oifx_case;", ""]
+    entries = []
+    for ci, c in enumerate(cases):
+        p = "oifx_%d_" % ci
+        ins, outs, grads = [], [], []
+        for i, inp in enumerate(c["ins"]):
+            if inp is None:
+                ins.append(NONE)
+                continue
+            emit_array(lines, p + "in%d" % i, inp.data)
+            ins.append(tensor_ref(p + "in%d" % i, inp.data, inp.dtype))
+        for i, o in enumerate(c["outs"]):
+            emit_array(lines, p + "out%d" % i, o)
+            outs.append(tensor_ref(p + "out%d" % i, o))
+        gout = NONE
+        if c["gout"] is not None:
+            emit_array(lines, p + "gout", c["gout"])
+            gout = tensor_ref(p + "gout", c["gout"])
+        for i, g in enumerate(c["grads"]):
+            if g is None:
+                grads.append(NONE)
+                continue
+            emit_array(lines, p + "grad%d" % i, g)
+            grads.append(tensor_ref(p + "grad%d" % i, g))
+        nin = len(ins)
+        ins += [NONE] * (MAX_IN - len(ins))
+        grads += [NONE] * (MAX_IN - len(grads))
+        outs += [NONE] * (MAX_OUT - len(outs))
+        ip = ", ".join(str(int(v)) for v in c["ip"]) or "0"
+        fp = ", ".join(c_num(v) for v in c["fp"]) or "0"
+        entries.append('  {"%s", OIFX_%s, %g, %d,\n   {%s},\n   {%s}, {%s}, "%s", %d,\n   {%s},\n   %s,\n   {%s}},'
+                       % (c["name"], c["op"], c["tol"], nin, ", ".join(ins), ip, fp, c["s"], len(c["outs"]),
+                          ", ".join(outs), gout, ", ".join(grads)))
+    lines.append("")
+    lines.append("static const oifx_case oifx_cases[] = {")
+    lines += entries
+    lines.append("};")
+    lines.append("#define OIFX_NCASES ((int)(sizeof oifx_cases / sizeof oifx_cases[0]))")
+    lines.append("#endif")
+    os.makedirs(os.path.dirname(OUT), exist_ok=True)
+    with open(OUT, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("wrote %s (%d cases)" % (OUT, len(cases)))
+
+
+main()
