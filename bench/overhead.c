@@ -253,11 +253,13 @@ typedef struct step_stages {
   double ms[NSTAGES];
   double kernels;
   int ok;
+  double peak_mb; /* the most buffer memory in use at once during the step */
 } step_stages;
 
 static step_stages train_step_stages(net_run *r) {
-  step_stages st = {{0}, 0, 0};
+  step_stages st = {{0}, 0, 0, 0};
   tg_scope *s = tg_scope_begin();
+  tg_reset_stats(); /* the memory peak starts at what is alive before the step */
   double t0 = now();
   tg_tensor *loss = net_run_loss(r);
   double t1 = now();
@@ -273,6 +275,7 @@ static step_stages train_step_stages(net_run *r) {
   st.ms[STAGE_LOAD] = (b.compile_seconds - a.compile_seconds) * 1e3;
   st.ms[STAGE_KERNELS] = (b.kernel_seconds - a.kernel_seconds) * 1e3;
   st.kernels = (double)(b.kernels_run - a.kernels_run);
+  st.peak_mb = (double)b.bytes_peak / (1 << 20);
   st.ok = rc == 0;
   return st;
 }
@@ -286,7 +289,7 @@ static bool train_step_in_child(int64_t batch, step_stages out[2]) {
   if (pid == 0) {
     close(fd[0]);
     net_run r;
-    step_stages res[2] = {{{0}, 0, 0}, {{0}, 0, 0}};
+    step_stages res[2] = {{{0}, 0, 0, 0}, {{0}, 0, 0, 0}};
     if (net_run_init(&r, true, batch) == 0) {
       res[0] = train_step_stages(&r);
       for (int i = 0; i < 3 && res[0].ok; i++) {
@@ -322,6 +325,7 @@ static void train_step_table(int64_t batch) {
     if (k != STAGE_LOAD && k != STAGE_KERNELS) host[0] += s[0].ms[k], host[1] += s[1].ms[k];
   }
   printf("%-32s %14.2f %14.2f\n", "build + schedule + lower", host[0], host[1]);
+  printf("%-32s %14.1f %14.1f\n", "peak buffer memory (MB)", s[0].peak_mb, s[1].peak_mb);
   printf("(%.0f kernels per step; the first step lowers every kernel, a steady step finds them in memory)\n",
          s[1].kernels);
 }

@@ -59,6 +59,7 @@ typedef struct tg_stats {
   uint64_t uops_alive;        /**< UOps currently alive (interned) */
   uint64_t buffers_alive;     /**< device buffers currently allocated */
   uint64_t bytes_alive;       /**< bytes in those buffers */
+  uint64_t bytes_peak;        /**< the most bytes in buffers at once since the last tg_reset_stats (process) */
   double kernel_seconds;      /**< wall time spent inside kernels */
   double compile_seconds;     /**< wall time spent compiling */
   double schedule_seconds;    /**< realize time outside kernels, lowering and compiling */
@@ -147,6 +148,10 @@ bool tg_is_realized(const tg_tensor *t);
 int tg_realize(tg_tensor *t);
 /** Compute several tensors in one schedule (kernels shared and fused). */
 int tg_realize_many(tg_tensor **ts, int n);
+/** How many kernels tg_realize_many(ts, n) would run now (this thread's pending assigns
+ *  included), without running anything (tinygrad: len(Tensor.schedule())). Negative tg_status
+ *  on error. */
+int tg_schedule_kernels(tg_tensor **ts, int n);
 /** Realize t and copy its elements (row-major) to dst; nbytes must equal numel*size. */
 int tg_to_host(tg_tensor *t, void *dst, size_t nbytes);
 /** Realize t (numel 1) and return its value as double (NAN on error). */
@@ -196,6 +201,21 @@ tg_tensor *tg_bitwise_xor(tg_tensor *a, tg_tensor *b); /**< ^ (int/bool) */
 tg_tensor *tg_bitwise_not(tg_tensor *a);               /**< ~ (int/bool) */
 tg_tensor *tg_shl(tg_tensor *a, int bits);             /**< a << bits (ints) */
 tg_tensor *tg_shr(tg_tensor *a, int bits);             /**< a >> bits (ints) */
+/** a << b elementwise (ints); a count outside [0, bits) gives 0 */
+tg_tensor *tg_bitwise_left_shift(tg_tensor *a, tg_tensor *b);
+/** a >> b elementwise (ints, arithmetic for signed); a count outside [0, bits) gives 0 or -1 (the sign) */
+tg_tensor *tg_bitwise_right_shift(tg_tensor *a, tg_tensor *b);
+tg_tensor *tg_atan2(tg_tensor *y, tg_tensor *x);       /**< angle of (x, y) in [-pi, pi] (C atan2; ints → float32) */
+tg_tensor *tg_copysign(tg_tensor *a, tg_tensor *b);    /**< |a| with the sign bit of b (ints → float32) */
+tg_tensor *tg_fmod(tg_tensor *a, tg_tensor *b);        /**< remainder with the sign of a (C fmod / %) */
+tg_tensor *tg_logaddexp(tg_tensor *a, tg_tensor *b);   /**< log(e^a + e^b) without overflow */
+/** start + weight (end - start), computed from the nearer end like PyTorch (floats) */
+tg_tensor *tg_lerp(tg_tensor *start, tg_tensor *end, tg_tensor *weight);
+tg_tensor *tg_lerp_s(tg_tensor *start, tg_tensor *end, double weight); /**< lerp with a scalar weight */
+/** |a - b| <= atol + rtol |b| or a == b (NaNs equal if equal_nan), like torch.isclose (bool) */
+tg_tensor *tg_isclose(tg_tensor *a, tg_tensor *b, double rtol, double atol, bool equal_nan);
+/** 1 if isclose holds everywhere, 0 if not, a negative tg_status on error (realizes) */
+int tg_allclose(tg_tensor *a, tg_tensor *b, double rtol, double atol, bool equal_nan);
 
 tg_tensor *tg_neg(tg_tensor *t);        /**< -t */
 tg_tensor *tg_exp(tg_tensor *t);        /**< e^t */
@@ -220,6 +240,19 @@ tg_tensor *tg_round(tg_tensor *t);      /**< round half to even (numpy) */
 tg_tensor *tg_trunc(tg_tensor *t);      /**< round toward zero */
 tg_tensor *tg_isnan(tg_tensor *t);      /**< bool */
 tg_tensor *tg_isinf(tg_tensor *t);      /**< bool */
+tg_tensor *tg_isfinite(tg_tensor *t);   /**< bool: neither inf nor NaN (ints: true) */
+tg_tensor *tg_log10(tg_tensor *t);      /**< base-10 log */
+tg_tensor *tg_log1p(tg_tensor *t);      /**< log(1 + t), accurate for small t */
+tg_tensor *tg_expm1(tg_tensor *t);      /**< e^t - 1, accurate for small t */
+tg_tensor *tg_asin(tg_tensor *t);       /**< arcsine */
+tg_tensor *tg_acos(tg_tensor *t);       /**< arccosine */
+tg_tensor *tg_atan(tg_tensor *t);       /**< arctangent */
+tg_tensor *tg_sinh(tg_tensor *t);       /**< hyperbolic sine */
+tg_tensor *tg_cosh(tg_tensor *t);       /**< hyperbolic cosine */
+tg_tensor *tg_asinh(tg_tensor *t);      /**< inverse hyperbolic sine */
+tg_tensor *tg_acosh(tg_tensor *t);      /**< inverse hyperbolic cosine */
+tg_tensor *tg_atanh(tg_tensor *t);      /**< inverse hyperbolic tangent */
+tg_tensor *tg_erf(tg_tensor *t);        /**< error function */
 tg_tensor *tg_clip(tg_tensor *t, double lo, double hi); /**< min(max(t, lo), hi) */
 tg_tensor *tg_cast(tg_tensor *t, tg_dtype dtype);       /**< convert (numpy rules; float→int truncates) */
 tg_tensor *tg_bitcast(tg_tensor *t, tg_dtype dtype);    /**< reinterpret bits (same element size) */

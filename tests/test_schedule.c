@@ -1,6 +1,7 @@
-/* test_schedule.c — how many kernels the scheduler runs and compiles (tg_get_stats()
- * kernels_run / kernels_compiled after tg_reset_stats()), and that the fused kernels
- * compute the right values (checked against naive C loops).
+/* test_schedule.c — how many kernels the scheduler makes (tg_schedule_kernels: from the
+ * schedule, nothing run) and then runs and compiles (tg_get_stats() kernels_run /
+ * kernels_compiled after tg_reset_stats()), and that the fused kernels compute the right
+ * values (checked against naive C loops).
  *
  * Inputs are realized before tg_reset_stats so that their upload is not counted. */
 #include <math.h>
@@ -39,9 +40,13 @@ static void host(tg_tensor *t, float *out, int n) {
   CHECK(kernels_run() == before);
 }
 
+/* The schedule has n kernels, and realizing it runs exactly those. */
 #define CHECK_KERNELS(t, n)                                                 \
   do {                                                                      \
-    uint64_t k_ = realize_count(t);                                         \
+    tg_tensor *t_ = (t);                                                    \
+    int planned_ = tg_schedule_kernels(&t_, 1);                             \
+    CHECK(planned_ == (n));                                                 \
+    uint64_t k_ = realize_count(t_);                                        \
     CHECK(k_ == (uint64_t)(n));                                             \
     if (k_ != (uint64_t)(n))                                                \
       printf("  kernels_run = %llu, expected %d\n", (unsigned long long)k_, \

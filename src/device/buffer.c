@@ -1,9 +1,11 @@
 /* buffer.c — CPU buffers. A BUFFER UOp owns its memory: arg[0] is the address of a
  * struct cpu_buffer, arg[1..] the shape. The memory is freed when the UOp dies.
  *
- * Freed memory goes to a cache keyed by its (64-byte rounded) size, like tinygrad's LRU
- * allocator: a training step allocates the same activations and gradients every step, and
- * taking them from fresh pages cost ~10% of the step in page faults and zeroing. Cached
+ * Freed memory goes to a cache, like tinygrad's LRU allocator: a training step allocates the
+ * same activations and gradients every step, and taking them from fresh pages cost ~10% of
+ * the step in page faults and zeroing. A request takes the smallest cached block that holds
+ * it and is at most twice its size (the engine frees a schedule's intermediates after their
+ * last reader, docs/architecture.md "Memory": later ones of another size reuse them). Cached
  * blocks are not zeroed again: every kernel writes all of its output, and tg_empty promises
  * uninitialized memory. The cache holds at most TG_BUFFER_CACHE_MB (default 1024) MiB, the
  * oldest blocks going first, and is emptied at exit (LeakSanitizer) or by buffer_cache_clear.
@@ -22,9 +24,10 @@
 typedef struct cpu_buffer {
   void *data;
   size_t nbytes;
+  size_t cap; /* bytes of the block data points to */
 } cpu_buffer;
 
-_Atomic uint64_t tg_buffers_alive, tg_bytes_alive; /* every thread's buffers */
+_Atomic uint64_t tg_buffers_alive, tg_bytes_alive, tg_bytes_peak; /* every thread's buffers */
 
 /* ---------------------------------------------------------------- the free-block cache */
 
@@ -32,7 +35,7 @@ enum { CACHE_SLOTS = 512 };
 
 typedef struct cached_block {
   void *data;
-  size_t alloc; /* rounded size: the key */
+  size_t alloc; /* its size */
 } cached_block;
 
 static struct {
@@ -50,16 +53,20 @@ void buffer_cache_clear(void) {
   pthread_mutex_unlock(&cache.lock);
 }
 
-/* A cached block of exactly `alloc` bytes (the newest: warmest in cache), or NULL. */
-static void *cache_take(size_t alloc) {
+/* The smallest cached block of alloc to 2 * alloc bytes (of equal ones the newest: warmest in
+ * cache), or NULL; *cap gets its size. */
+static void *cache_take(size_t alloc, size_t *cap) {
   void *data = NULL;
   pthread_mutex_lock(&cache.lock);
+  int best = -1;
   for (int i = cache.n - 1; i >= 0; i--) {
-    if (cache.block[i].alloc != alloc) continue;
-    data = cache.block[i].data;
-    memmove(cache.block + i, cache.block + i + 1, sizeof(cached_block) * (size_t)(cache.n - i - 1));
-    cache.n--, cache.bytes -= alloc;
-    break;
+    size_t a = cache.block[i].alloc;
+    if (a >= alloc && a / 2 <= alloc && (best < 0 || a < cache.block[best].alloc)) best = i;
+  }
+  if (best >= 0) {
+    data = cache.block[best].data, *cap = cache.block[best].alloc;
+    memmove(cache.block + best, cache.block + best + 1, sizeof(cached_block) * (size_t)(cache.n - best - 1));
+    cache.n--, cache.bytes -= *cap;
   }
   pthread_mutex_unlock(&cache.lock);
   return data;
@@ -97,33 +104,55 @@ static void *fresh_block(size_t alloc) {
   return data;
 }
 
-uop *buffer_new(tg_dtype dt, const int64_t *shape, int nd) {
-  int64_t numel = shape_numel(shape, nd);
-  size_t nbytes = (size_t)numel * tg_dtype_size(dt);
-  size_t alloc = (nbytes + 63) / 64 * 64 + BUFFER_SLACK; /* 64-byte aligned, rounded for aligned_alloc */
-  cpu_buffer *b = malloc(sizeof *b);
-  void *data = cache_take(alloc);
+static size_t block_size(size_t nbytes) { return (nbytes + 63) / 64 * 64 + BUFFER_SLACK; } /* aligned_alloc's rounding */
+
+/* Raise the peak to now's bytes alive. */
+static void note_peak(uint64_t now) {
+  uint64_t peak = atomic_load_explicit(&tg_bytes_peak, memory_order_relaxed);
+  while (now > peak && !atomic_compare_exchange_weak(&tg_bytes_peak, &peak, now)) {}
+}
+
+int buffer_alloc(uop *buf) {
+  cpu_buffer *b = (cpu_buffer *)(intptr_t)buf->arg[0];
+  if (b->data) return 0;
+  size_t alloc = block_size(b->nbytes), cap = alloc;
+  void *data = cache_take(alloc, &cap);
   if (!data && (data = fresh_block(alloc))) memset(data, 0, alloc);
-  if (!b || !data) {
-    free(b), free(data);
-    tg_set_error(TG_ERR_NOMEM, "out of memory allocating %zu bytes", nbytes);
-    return NULL;
-  }
-  b->data = data, b->nbytes = nbytes;
+  if (!data) return tg_set_error(TG_ERR_NOMEM, "out of memory allocating %zu bytes", b->nbytes);
+  b->data = data, b->cap = cap;
+  atomic_fetch_add(&tg_buffers_alive, 1);
+  note_peak(atomic_fetch_add(&tg_bytes_alive, b->nbytes) + b->nbytes);
+  return 0;
+}
+
+void buffer_drop(uop *buf) {
+  cpu_buffer *b = (cpu_buffer *)(intptr_t)buf->arg[0];
+  if (!b->data) return;
+  atomic_fetch_sub(&tg_buffers_alive, 1), atomic_fetch_sub(&tg_bytes_alive, b->nbytes);
+  if (!cache_put(b->data, b->cap)) free(b->data);
+  b->data = NULL;
+}
+
+uop *buffer_new_lazy(tg_dtype dt, const int64_t *shape, int nd) {
+  cpu_buffer *b = calloc(1, sizeof *b);
+  if (!b) return tg_set_error(TG_ERR_NOMEM, "out of memory"), NULL;
+  b->nbytes = (size_t)shape_numel(shape, nd) * tg_dtype_size(dt);
   int64_t arg[TG_MAX_DIMS + 2];
   arg[0] = (int64_t)(intptr_t)b;
   if (nd) memcpy(arg + 1, shape, sizeof(int64_t) * (size_t)nd); /* shape may be NULL for scalars */
   uop *u = uop_new(OP_BUFFER, dt, NULL, 0, arg, nd + 1);
-  if (!u) { free(data), free(b); return NULL; }
-  atomic_fetch_add(&tg_buffers_alive, 1), atomic_fetch_add(&tg_bytes_alive, nbytes);
+  if (!u) free(b);
   return u;
+}
+
+uop *buffer_new(tg_dtype dt, const int64_t *shape, int nd) {
+  uop *u = buffer_new_lazy(dt, shape, nd);
+  return u && buffer_alloc(u) == 0 ? u : NULL; /* a failed one is freed with the pool */
 }
 
 void *buffer_data(uop *buf) { return ((cpu_buffer *)(intptr_t)buf->arg[0])->data; }
 
 void buffer_release_hook(uop *u) {
-  cpu_buffer *b = (cpu_buffer *)(intptr_t)u->arg[0];
-  atomic_fetch_sub(&tg_buffers_alive, 1), atomic_fetch_sub(&tg_bytes_alive, b->nbytes);
-  if (!cache_put(b->data, (b->nbytes + 63) / 64 * 64 + BUFFER_SLACK)) free(b->data);
-  free(b);
+  buffer_drop(u);
+  free((cpu_buffer *)(intptr_t)u->arg[0]);
 }

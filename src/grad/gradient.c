@@ -420,9 +420,7 @@ static int add_to_grad(tg_tensor *p, uop *g) {
   if (!p->grad) return (p->grad = wrap_unscoped(g)) ? 0 : TG_ERR_NOMEM;
   uop *sum = bin(OP_ADD, p->grad->u, ucast(g, p->grad->u->dtype));
   if (!sum) return tg_set_error(TG_ERR_NOMEM, "backward: out of memory");
-  uop_incref(sum);
-  uop_decref(p->grad->u);
-  p->grad->u = sum;
+  tensor_set_value(p->grad, sum);
   return 0;
 }
 

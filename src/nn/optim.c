@@ -259,11 +259,7 @@ int tg_optimizer_step(tg_optimizer *o, tg_tensor **also, int nalso) {
   if (rc == 0) rc = tg_realize_many(l.ts, l.n);
   tg_scope_end(s);
   for (int i = 0; i < nchanged; i++) { /* on failure every changed tensor gets its old value back */
-    if (rc < 0) {
-      uop_incref(l.old[i]);
-      uop_decref(l.ts[i]->u);
-      l.ts[i]->u = l.old[i];
-    }
+    if (rc < 0) tensor_set_value(l.ts[i], l.old[i]);
     uop_decref(l.old[i]);
   }
   if (rc < 0) o->t = t0, o->b1t = b1t0, o->b2t = b2t0;

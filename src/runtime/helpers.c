@@ -12,6 +12,7 @@
 static _Thread_local char last_error[1024];
 static _Thread_local int last_status;
 _Thread_local tg_stats tg_thread_stats;
+extern _Atomic uint64_t tg_buffers_alive, tg_bytes_alive, tg_bytes_peak; /* device/buffer.c */
 
 int tg_set_error(int status, const char *fmt, ...) {
   va_list ap;
@@ -63,15 +64,18 @@ double tg_now(void) {
 }
 
 tg_stats tg_get_stats(void) {
-  extern _Atomic uint64_t tg_buffers_alive, tg_bytes_alive;
   tg_stats s = tg_thread_stats;
   s.uops_alive = uop_alive_count();
   s.buffers_alive = atomic_load(&tg_buffers_alive);
   s.bytes_alive = atomic_load(&tg_bytes_alive);
+  s.bytes_peak = atomic_load(&tg_bytes_peak);
   return s;
 }
 
-void tg_reset_stats(void) { memset(&tg_thread_stats, 0, sizeof tg_thread_stats); }
+void tg_reset_stats(void) {
+  memset(&tg_thread_stats, 0, sizeof tg_thread_stats);
+  atomic_store(&tg_bytes_peak, atomic_load(&tg_bytes_alive));
+}
 
 /* ---- ptrmap: linear probing, power-of-two capacity, keys never removed. */
 static size_t ptr_slot(const void *key, size_t cap) {

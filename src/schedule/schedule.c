@@ -10,10 +10,14 @@
  *    is costly (worth_storing). See docs/architecture.md, "Fusion policy".
  * 3. Each root becomes a kernel AST: SINK(expr) whose buffers are PARAM slots (slot 0 is the
  *    output), so equal computations on different buffers share one compiled program.
- * 4. Kernels run in topological order; each root remembers its buffer (uop->realized). */
+ * 4. The kernels are listed in topological order with their buffers (schedule.h); src/engine/
+ *    runs them. A root a tensor handle can still read keeps its buffer (uop->realized); the
+ *    memory of the others goes back after their last reader (plan_memory). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "schedule/schedule.h"
 
 #include "codegen/codegen.h"
 #include "tensor/tensor.h"
@@ -283,78 +287,101 @@ static uop *strip_detach(void *ctx, uop *u, uop **cap) {
 }
 static const rule realized_rules_list[] = {{"(DETACH x)", strip_detach}, {"x", realized_rule}, {NULL, NULL}};
 
-/* ---- running */
+/* ---- the list */
 
-static int run_kernel(uop *ast, uop **bufs, int nbufs, int64_t numel) {
-  if (numel == 0) return 0;
-  void *args[64];
-  if (nbufs > 64) return tg_set_error(TG_ERR_DEVICE, "kernel has %d buffers (max 64)", nbufs);
-  double t0 = tg_now(), compile0 = tg_thread_stats.compile_seconds;
-  program *p = program_get(ast);
-  tg_thread_stats.lower_seconds += tg_now() - t0 - (tg_thread_stats.compile_seconds - compile0);
-  if (!p) return TG_ERR_COMPILE;
-  for (int i = 0; i < nbufs; i++) args[i] = buffer_data(bufs[i]);
-  return program_run(p, args);
+/* Which buffers an item frees after it runs: the buffers this schedule made that nobody keeps,
+ * at their last use. Memory then comes back while the schedule runs, and the free-block
+ * cache hands it to the next buffer of that size (docs/architecture.md, "Memory"). */
+static int plan_memory(schedule *out, sched *s, ptrmap *kept) {
+  ptrmap last = {0}; /* buffer → index of the last item that reads or writes it + 1 */
+  for (size_t i = 0; i < out->items.n; i++)
+    for (int j = 0; j < out->items.v[i].nbufs; j++)
+      if (ptrmap_put(&last, out->items.v[i].bufs[j], (void *)(uintptr_t)(i + 1)) < 0) return TG_ERR_NOMEM;
+  int rc = 0;
+  for (size_t r = 0; r < s->root_list.n && !rc; r++) {
+    uop *buf = ptrmap_get(&s->roots, s->root_list.v[r]);
+    size_t at = (size_t)(uintptr_t)ptrmap_get(&last, buf);
+    if (!buf || !at || ptrmap_has(kept, buf)) continue;
+    sched_item *it = &out->items.v[at - 1];
+    uop **grown = realloc(it->release, sizeof(uop *) * (size_t)(it->nrelease + 1));
+    if (!grown) rc = TG_ERR_NOMEM;
+    else it->release = grown, it->release[it->nrelease++] = buf;
+  }
+  ptrmap_free(&last);
+  return rc;
 }
 
-int schedule_realize(uop **targets, int n, uop **out) {
+/* The item computing root r (its buffer is made now, its memory when it runs). */
+static int add_item(schedule *out, sched *s, uop *r) {
+  uop *buf = buffer_new_lazy(r->dtype, uop_shape(r), uop_ndim(r));
+  if (!buf || ptrmap_put(&s->roots, r, buf) < 0) return TG_ERR_NOMEM;
+  kctx k = {.s = s};
+  uop *ast = kernel_ast(&k, r);
+  ptrmap_free(&k.value_index);
+  if (ast && tg_debug() >= 3) fprintf(stderr, "kernel AST:\n"), uop_print(ast, stderr);
+  int rc = !ast ? TG_ERR_NOMEM : tg_spec_checks() ? uop_spec_kernel(ast) : 0;
+  sched_item it = {ast, k.bufs.v, (int)k.bufs.n, shape_numel(uop_shape(r), uop_ndim(r)), NULL, 0};
+  if (rc == 0 && VEC_PUSH(out->items, it) == 0) return 0;
+  VEC_FREE(k.bufs);
+  return rc ? rc : TG_ERR_NOMEM;
+}
+
+/* Roots whose buffer outlives the run: the targets, and what a tensor handle can still read
+ * (not a kernel without inputs: its node may be a constant other graphs share). */
+static int choose_kept(schedule *out, sched *s, uop *g, ptrmap *kept) {
+  int rc = 0;
+  for (size_t i = 0; i < out->items.n && !rc; i++) {
+    uop *r = s->root_list.v[i], *buf = ptrmap_get(&s->roots, r);
+    bool target = false;
+    for (int j = 0; j < g->nsrc && !target; j++) target = g->src[j] == r;
+    if (!buf || (!target && !atomic_load_explicit(&r->handles, memory_order_relaxed))) continue;
+    rc = ptrmap_put(kept, buf, buf);
+    if (!rc && out->items.v[i].ast->src[0] != r && (VEC_PUSH(out->keep, r) || VEC_PUSH(out->keep, buf))) rc = TG_ERR_NOMEM;
+  }
+  return rc;
+}
+
+int schedule_build(uop **targets, int n, schedule *out) {
   static rule_table *_Atomic table;
   rule_table *realized_rules = rule_table_once(&table, "realized", realized_rules_list);
-  size_t mark = uop_pool_mark();
+  *out = (schedule){.mark = uop_pool_mark()};
   sched s = {0};
-  int rc = 0;
-  tg_stats before = tg_thread_stats;
-  double t0 = tg_now();
+  ptrmap kept = {0};
+  uop **order = NULL;
+  int rc = 0, norder = 0;
   uop *sink = uop_new(OP_SINK, TG_BOOL, targets, n, NULL, 0);
   uop *g = sink ? graph_rewrite_ex(sink, realized_rules, NULL, true) : NULL;
   if (!g) { rc = tg_set_error(TG_ERR_NOMEM, "schedule: out of memory"); goto done; }
   if (tg_spec_checks() && (rc = uop_spec_tensor(g)) < 0) goto done;
   for (int i = 0; i < g->nsrc; i++)
     if (g->src[i]->op != OP_BUFFER) add_root(&s, g->src[i]);
-  uop **order;
-  int norder = uop_toposort(g, &order);
-  if (norder < 0) { rc = tg_set_error(TG_ERR_NOMEM, "schedule: out of memory"); goto done; }
+  if ((norder = uop_toposort(g, &order)) < 0) { rc = tg_set_error(TG_ERR_NOMEM, "schedule: out of memory"); goto done; }
   for (int i = 0; i < norder; i++)
     for (int j = 0; j < order[i]->nsrc; j++)
       ptrmap_put(&s.users, order[i]->src[j], (void *)((uintptr_t)ptrmap_get(&s.users, order[i]->src[j]) + 1));
   choose_roots(&s);
-  tg_thread_stats.schedules++;
-  for (int i = 0; i < norder && rc == 0; i++) {
-    uop *r = order[i];
-    if (!is_root(&s, r)) continue;
-    uop *buf = buffer_new(r->dtype, uop_shape(r), uop_ndim(r));
-    if (!buf) { rc = TG_ERR_NOMEM; break; }
-    ptrmap_put(&s.roots, r, buf);
-    kctx k = {.s = &s};
-    uop *ast = kernel_ast(&k, r);
-    if (tg_debug() >= 3 && ast) {
-      fprintf(stderr, "kernel AST:\n");
-      uop_print(ast, stderr);
-    }
-    if (ast && tg_spec_checks()) rc = uop_spec_kernel(ast);
-    if (rc == 0)
-      rc = ast ? run_kernel(ast, k.bufs.v, (int)k.bufs.n, shape_numel(uop_shape(r), uop_ndim(r)))
-               : tg_set_error(TG_ERR_NOMEM, "schedule: out of memory");
-    VEC_FREE(k.bufs);
-    ptrmap_free(&k.value_index);
-    /* remember the buffer, unless r lives inside the (cached) AST: then the cache would keep
-     * the buffer alive forever (a kernel without inputs) */
-    if (rc == 0 && ast->src[0] != r) uop_set_realized(r, buf);
-  }
-  free(order);
-  for (int i = 0; i < n && rc == 0; i++) {
-    out[i] = g->src[i]->op == OP_BUFFER ? g->src[i] : ptrmap_get(&s.roots, g->src[i]);
-    uop_incref(out[i]);
-  }
+  s.root_list.n = 0; /* from here: the roots in the order their items run */
+  for (int i = 0; i < norder && rc == 0; i++)
+    if (is_root(&s, order[i]) && (rc = VEC_PUSH(s.root_list, order[i])) == 0) rc = add_item(out, &s, order[i]);
+  if (!rc && !(out->outputs = malloc(sizeof(uop *) * (size_t)(n ? n : 1)))) rc = TG_ERR_NOMEM;
+  for (int i = 0; i < n && rc == 0; i++)
+    out->outputs[out->noutputs++] = g->src[i]->op == OP_BUFFER ? g->src[i] : ptrmap_get(&s.roots, g->src[i]);
+  if (!rc) rc = choose_kept(out, &s, g, &kept);
+  if (!rc) rc = plan_memory(out, &s, &kept);
+  if (rc == TG_ERR_NOMEM && !tg_last_error()[0]) tg_set_error(rc, "schedule: out of memory");
 done:
-  ptrmap_free(&s.roots);
-  ptrmap_free(&s.owner);
-  ptrmap_free(&s.reached);
-  ptrmap_free(&s.users);
+  free(order);
+  ptrmap_free(&kept);
+  ptrmap_free(&s.roots), ptrmap_free(&s.owner), ptrmap_free(&s.reached), ptrmap_free(&s.users);
   VEC_FREE(s.root_list);
-  uop_pool_release(mark);
-  tg_thread_stats.schedule_seconds += tg_now() - t0 - (tg_thread_stats.kernel_seconds - before.kernel_seconds) -
-                                      (tg_thread_stats.compile_seconds - before.compile_seconds) -
-                                      (tg_thread_stats.lower_seconds - before.lower_seconds);
   return rc;
+}
+
+void schedule_free(schedule *s) {
+  for (size_t i = 0; i < s->items.n; i++) free(s->items.v[i].bufs), free(s->items.v[i].release);
+  VEC_FREE(s->items);
+  VEC_FREE(s->keep);
+  free(s->outputs);
+  uop_pool_release(s->mark);
+  *s = (schedule){0};
 }

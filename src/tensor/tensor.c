@@ -1,9 +1,12 @@
 /* tensor.c — tensor handles, scopes, creation, inspection and realization. */
 #include "tensor/tensor.h"
+
+#include "schedule/schedule.h"
 #include "tensor/shape.h"
 
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,10 +98,17 @@ static void pending_prune(void) {
   pthread_mutex_unlock(&pending.lock);
 }
 
+void tensor_set_value(tg_tensor *t, uop *u) {
+  uop *old = t->u;
+  if (u) uop_incref(u), atomic_fetch_add_explicit(&u->handles, 1, memory_order_relaxed);
+  t->u = u;
+  if (old) atomic_fetch_sub_explicit(&old->handles, 1, memory_order_relaxed), uop_decref(old);
+}
+
 static void destroy_tensor(tg_tensor *t) {
   pending_remove(t);
   if (t->requires_grad) grad_forget(t);
-  uop_decref(t->u);
+  tensor_set_value(t, NULL);
   tg_free(t->grad);
   free(t);
 }
@@ -141,8 +151,8 @@ tg_tensor *tensor_wrap(uop *u) {
   if (!u || !shape_check_uop("tensor result", u)) return NULL; /* every tensor's shape is valid (shape.h) */
   tg_tensor *t = calloc(1, sizeof *t);
   if (!t) return tensor_error("out of memory"), NULL;
-  uop_incref(u);
-  t->u = u, t->refcnt = 1;
+  tensor_set_value(t, u);
+  t->refcnt = 1;
   scope_add(current_scope, t);
   return t;
 }
@@ -327,37 +337,59 @@ static bool carries_gradient(const uop *u) { return dtype_is_float(u->dtype) && 
  * taken through — unless no gradient can flow through it: then the buffer replaces it and the
  * history can be freed. */
 static void attach_buffer(tg_tensor *t, uop *buf) {
-  if (!carries_gradient(t->u)) {
-    uop_decref(t->u);
-    t->u = buf; /* takes the reference */
-    return;
-  }
-  uop_set_realized(t->u, buf);
+  if (!carries_gradient(t->u)) tensor_set_value(t, buf);
+  else uop_set_realized(t->u, buf);
   uop_decref(buf);
+}
+
+/* What a realize of ts[0..n) computes: the unrealized ones and this thread's pending assigns,
+ * as handles (*all) and their nodes (*nodes, with room for as many outputs after them). */
+typedef struct targets {
+  tg_tensor **all;
+  uop **nodes;
+  int n;
+} targets;
+
+static int collect_targets(const char *op, tg_tensor **ts, int n, targets *t) {
+  *t = (targets){0};
+  if (!ts || n < 0) return tg_set_error(TG_ERR_ARG, "%s: invalid tensor list", op);
+  for (int i = 0; i < n; i++)
+    if (!ts[i]) return null_arg(op), TG_ERR_ARG;
+  size_t cap = (size_t)n + pending_count() + 1; /* only this thread adds its own entries meanwhile */
+  t->all = malloc(sizeof(tg_tensor *) * cap), t->nodes = malloc(sizeof(uop *) * 2 * cap);
+  if (!t->all || !t->nodes) return free(t->all), free(t->nodes), tg_set_error(TG_ERR_NOMEM, "%s: out of memory", op);
+  memcpy(t->all, ts, sizeof(tg_tensor *) * (size_t)n);
+  size_t total = (size_t)n + pending_mine(t->all + n);
+  for (size_t i = 0; i < total; i++)
+    if (!tensor_buffer(t->all[i])) t->all[t->n] = t->all[i], t->nodes[t->n++] = t->all[i]->u;
+  return 0;
 }
 
 /* Realize ts[0..n) and then every pending assign, in one schedule. */
 int tg_realize_many(tg_tensor **ts, int n) {
-  if (!ts || n < 0) return tg_set_error(TG_ERR_ARG, "realize: invalid tensor list");
-  for (int i = 0; i < n; i++)
-    if (!ts[i]) return null_arg("realize"), TG_ERR_ARG;
-  size_t cap = (size_t)n + pending_count() + 1; /* only this thread adds its own entries meanwhile */
-  tg_tensor **all = malloc(sizeof(tg_tensor *) * cap);
-  uop **r = malloc(sizeof(uop *) * 2 * cap), **bufs = r + cap;
-  if (!all || !r) return free(all), free(r), tg_set_error(TG_ERR_NOMEM, "realize: out of memory");
-  memcpy(all, ts, sizeof(tg_tensor *) * (size_t)n);
-  size_t total = (size_t)n + pending_mine(all + n);
-  int nr = 0;
-  for (size_t i = 0; i < total; i++)
-    if (!tensor_buffer(all[i])) all[nr] = all[i], r[nr++] = all[i]->u;
-  int rc = nr ? schedule_realize(r, nr, bufs) : 0;
-  for (int j = 0; j < nr && rc == 0; j++) { /* bufs[j] is a new reference */
-    if (tensor_buffer(all[j])) uop_decref(bufs[j]); /* the same tensor listed twice */
-    else attach_buffer(all[j], bufs[j]);
+  targets t;
+  int rc = collect_targets("realize", ts, n, &t);
+  uop **bufs = t.nodes ? t.nodes + t.n : NULL;
+  if (rc == 0 && t.n) rc = engine_realize(t.nodes, t.n, bufs);
+  for (int j = 0; j < t.n && rc == 0; j++) { /* bufs[j] is a new reference */
+    if (tensor_buffer(t.all[j])) uop_decref(bufs[j]); /* the same tensor listed twice */
+    else attach_buffer(t.all[j], bufs[j]);
   }
-  free(all), free(r);
+  free(t.all), free(t.nodes);
   if (rc == 0) pending_prune();
   return rc;
+}
+
+int tg_schedule_kernels(tg_tensor **ts, int n) {
+  targets t;
+  int rc = collect_targets("schedule_kernels", ts, n, &t);
+  schedule s = {0};
+  if (rc == 0 && t.n) rc = schedule_build(t.nodes, t.n, &s);
+  int kernels = 0;
+  for (size_t i = 0; i < s.items.n; i++) kernels += s.items.v[i].numel > 0;
+  schedule_free(&s);
+  free(t.all), free(t.nodes);
+  return rc < 0 ? rc : kernels;
 }
 
 int tg_realize(tg_tensor *t) {
@@ -397,11 +429,7 @@ int tg_assign_data(tg_tensor *t, const void *data, size_t nbytes) {
   tg_scope *s = tg_scope_begin();
   tg_tensor *fresh = tg_from_data(data, t->u->dtype, uop_shape(t->u), uop_ndim(t->u));
   int rc = fresh ? 0 : TG_ERR_NOMEM;
-  if (fresh) { /* a new buffer: graphs built on the old value keep seeing the old value */
-    uop_incref(fresh->u);
-    uop_decref(t->u);
-    t->u = fresh->u;
-  }
+  if (fresh) tensor_set_value(t, fresh->u); /* a new buffer: graphs built on the old value keep seeing it */
   tg_scope_end(s);
   return rc;
 }
@@ -418,9 +446,7 @@ int tg_assign(tg_tensor *dst, tg_tensor *src) {
   size_t m = uop_pool_mark();
   uop *v = uop_new1(OP_DETACH, dst->u->dtype, ucast(src->u, dst->u->dtype)); /* a write, not a function */
   if (!v) return uop_pool_release(m), tg_set_error(TG_ERR_NOMEM, "assign: out of memory");
-  uop_incref(v);
-  uop_decref(dst->u);
-  dst->u = v;
+  tensor_set_value(dst, v);
   uop_pool_release(m);
   pending_add(dst);
   return 0;

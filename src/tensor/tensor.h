@@ -20,6 +20,9 @@ struct tg_tensor {
 
 /* A new handle for u in the current scope (u gets a reference). NULL u → NULL. */
 tg_tensor *tensor_wrap(uop *u);
+/* Make u the value of t (u gets a reference and a handle count, the old value loses them);
+ * the one way a handle's node changes. NULL u clears it. */
+void tensor_set_value(tg_tensor *t, uop *u);
 /* Record "op: NULL argument" unless an earlier error is pending; returns NULL. */
 tg_tensor *null_arg(const char *op);
 /* Error with a message; returns NULL. */
@@ -35,11 +38,17 @@ uop *ucast(uop *x, tg_dtype dt);
 uop *uconst_like(uop *x, double v, tg_dtype dt); /* a constant broadcast to x's shape */
 uop *ureduce(uop *x, uop_op op, const int *axes, int naxes); /* keepdim, normalized axes */
 
-/* Run a schedule that computes every root; on success out[i] is a new reference to the
- * BUFFER holding roots[i]. */
-int schedule_realize(uop **roots, int n, uop **out);
-/* Allocate a CPU buffer as a BUFFER uop of the given shape (contents zeroed). */
+/* Compute every root (schedule, then run: src/engine/engine.h); on success out[i] is a new
+ * reference to the BUFFER holding roots[i]. */
+int engine_realize(uop **roots, int n, uop **out);
+/* A CPU buffer as a BUFFER uop of the given shape (contents zeroed). */
 uop *buffer_new(tg_dtype dt, const int64_t *shape, int nd);
+/* The same without memory yet (the engine allocates it when the kernel that writes it runs). */
+uop *buffer_new_lazy(tg_dtype dt, const int64_t *shape, int nd);
+/* Give a buffer its memory (0, or TG_ERR_NOMEM); give it back (to the free-block cache). */
+int buffer_alloc(uop *buf);
+void buffer_drop(uop *buf);
+/* The memory of a buffer (NULL while it has none). */
 void *buffer_data(uop *buf);
 /* The BUFFER holding t's value (its node, or the buffer that node was realized into), or NULL
  * while t is unrealized. */

@@ -88,6 +88,8 @@ struct uop {
   int64_t *shape;     /* tensor shape (ndim entries, in the node's own allocation) */
   uop *next;          /* intern chain (after death: the list of nodes being freed) */
   _Atomic(uop *) realized; /* BUFFER this expression was realized into (strong ref, set once) */
+  _Atomic uint32_t handles; /* tensor handles whose value this node is (tensor_set_value): the
+                               scheduler keeps the buffer of a root someone can still read */
   _Atomic int64_t vmin, vmax; /* value range of int/bool nodes (symbolic.c) */
 };
 

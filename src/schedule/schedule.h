@@ -1,0 +1,35 @@
+/* schedule.h — from the tensor graph of everything asked for to an ordered list of items.
+ * Nothing runs here: src/engine/ runs the list. See docs/architecture.md ("Fusion policy",
+ * "Schedule, then run", "Memory"). */
+#ifndef TG_SCHEDULE_H
+#define TG_SCHEDULE_H
+
+#include "runtime/helpers.h"
+#include "uop/uop.h"
+
+/* One kernel: its AST (SINK(expr over PARAM slots)), the BUFFER of each slot (slot 0 is the
+ * output), and the buffers no later item reads that nobody keeps: their memory goes back as
+ * soon as this item has run (the memory planner). */
+typedef struct sched_item {
+  uop *ast;
+  uop **bufs;
+  int nbufs;
+  int64_t numel; /* output elements: 0 means nothing to run */
+  uop **release;
+  int nrelease;
+} sched_item;
+
+typedef struct schedule {
+  VEC(sched_item) items;
+  uop **outputs;        /* the BUFFER holding each target */
+  int noutputs;
+  VEC(uop *) keep;      /* pairs (node, BUFFER): roots whose buffer outlives the run */
+  size_t mark;          /* the uop pool mark under every node above */
+} schedule;
+
+/* The schedule that computes every target (their buffers are allocated when their kernel
+ * runs). 0, or a negative status with the error set; free it either way. */
+int schedule_build(uop **targets, int n, schedule *s);
+/* Release what schedule_build made (the pool back to s->mark). */
+void schedule_free(schedule *s);
+#endif
