@@ -1,9 +1,11 @@
 /* threadpool.h — a persistent pool of worker threads that runs the parallel axis of kernels.
  *
  * A kernel is compiled as fn(args, start, end): it computes the iterations [start, end) of its
- * outermost parallel axis. threadpool_run splits [0, n) into one contiguous chunk per thread
- * (the calling thread takes the first) and returns when every chunk is done. Threads are
- * created once, on first use; THREADS=n overrides the default (the number of online CPUs). */
+ * outermost parallel axis. threadpool_run cuts [0, n) into a few contiguous chunks per thread,
+ * which the threads (the calling thread is one) claim, their own first, and returns when every
+ * chunk is done: fn must not depend on which thread runs a chunk or on how [0, n) is cut.
+ * Threads are created once, on first use; THREADS=n overrides the default (the number of
+ * online CPUs). */
 #ifndef TG_THREADPOOL_H
 #define TG_THREADPOOL_H
 
