@@ -262,8 +262,8 @@ tg_tensor *tg_bitcast(tg_tensor *t, tg_dtype dtype);    /**< reinterpret bits (s
 
 tg_tensor *tg_sum(tg_tensor *t, const int *axes, int naxes, bool keepdim);  /**< sum (bool/small ints widen like numpy) */
 tg_tensor *tg_prod(tg_tensor *t, const int *axes, int naxes, bool keepdim); /**< product */
-tg_tensor *tg_max(tg_tensor *t, const int *axes, int naxes, bool keepdim);  /**< maximum */
-tg_tensor *tg_min(tg_tensor *t, const int *axes, int naxes, bool keepdim);  /**< minimum */
+tg_tensor *tg_max(tg_tensor *t, const int *axes, int naxes, bool keepdim);  /**< maximum (an empty reduced axis is an error) */
+tg_tensor *tg_min(tg_tensor *t, const int *axes, int naxes, bool keepdim);  /**< minimum (an empty reduced axis is an error) */
 tg_tensor *tg_mean(tg_tensor *t, const int *axes, int naxes, bool keepdim); /**< mean (float result) */
 tg_tensor *tg_var(tg_tensor *t, const int *axes, int naxes, bool keepdim, double correction); /**< variance */
 tg_tensor *tg_std(tg_tensor *t, const int *axes, int naxes, bool keepdim, double correction); /**< standard deviation */
@@ -275,6 +275,23 @@ tg_tensor *tg_softmax(tg_tensor *t, int axis);              /**< stable softmax 
 tg_tensor *tg_log_softmax(tg_tensor *t, int axis);          /**< stable log-softmax */
 tg_tensor *tg_logsumexp(tg_tensor *t, int axis, bool keepdim); /**< stable log(sum(exp)) */
 tg_tensor *tg_cumsum(tg_tensor *t, int axis);               /**< inclusive prefix sum */
+tg_tensor *tg_cumprod(tg_tensor *t, int axis);              /**< inclusive prefix product (ints widen like prod) */
+/** Running max along axis: *values (t's dtype) and, if indices is not NULL, *indices (int64: the
+ *  last position holding it, like torch.cummax). 0 or a negative tg_status. */
+int tg_cummax(tg_tensor *t, int axis, tg_tensor **values, tg_tensor **indices);
+/** Running min along axis, like tg_cummax. */
+int tg_cummin(tg_tensor *t, int axis, tg_tensor **values, tg_tensor **indices);
+tg_tensor *tg_logcumsumexp(tg_tensor *t, int axis);         /**< log(cumsum(exp(t))) without overflow */
+/** sum with t converted to dtype first (torch.sum(t, dtype=...)); the result has that dtype */
+tg_tensor *tg_sum_dtype(tg_tensor *t, const int *axes, int naxes, bool keepdim, tg_dtype dtype);
+/** prod with t converted to dtype first; the result has that dtype */
+tg_tensor *tg_prod_dtype(tg_tensor *t, const int *axes, int naxes, bool keepdim, tg_dtype dtype);
+/** torch.var_mean: *var and *mean over the axes (one mean shared). 0 or a negative tg_status. */
+int tg_var_mean(tg_tensor *t, const int *axes, int naxes, bool keepdim, double correction, tg_tensor **var,
+                tg_tensor **mean);
+/** torch.std_mean: *std and *mean over the axes. 0 or a negative tg_status. */
+int tg_std_mean(tg_tensor *t, const int *axes, int naxes, bool keepdim, double correction, tg_tensor **std,
+                tg_tensor **mean);
 
 /* ---------------------------------------------------------- movement
  * Movement ops are views: they never copy unless tg_contiguous is asked for. */

@@ -660,11 +660,13 @@ def gen_reductions():
             for op in ops:
                 j += 1
                 kd = j % 2
+                reduced = range(len(shape)) if not axes else axes
+                none = op in ('MAX', 'MIN') and any(shape[a] == 0 for a in reduced)  # an error, like PyTorch
                 case(g, f'{op.lower()}_{dt}_{sname(shape)}_{aname(axes)}' + ('_kd' if kd else ''),
-                     x, [S(op, axes, k=kd)])
+                     x, [S(op, axes, k=kd)], err=none)
     case(g, 'cumsum_empty', D(np.zeros((0, 3)), 'float32', (0, 3)), [S('CUMSUM', (0,))])
-    case(g, 'max_f16_empty', D(np.zeros((2, 0)), 'float16', (2, 0)), [S('MAX', (1,))])
-    case(g, 'max_i64_empty', D(np.zeros((2, 0)), 'int64', (2, 0)), [S('MAX', (1,))])
+    case(g, 'max_f16_empty', D(np.zeros((2, 0)), 'float16', (2, 0)), [S('MAX', (1,))], err=True)
+    case(g, 'max_i64_empty', D(np.zeros((2, 0)), 'int64', (2, 0)), [S('MAX', (1,))], err=True)
 
     g = 'reduce_nan'
     nanx = D([[1, np.nan, 3], [4, 5, 6], [np.nan, -1, np.nan], [-np.inf, 2, np.inf]], 'float32')

@@ -47,41 +47,77 @@ static uop *reduce_mask(uop *x, uop_op op, const bool *mask, bool keepdim) {
   return ushape_reshape(ureduce(x, op, axes, n), out, m);
 }
 
-/* sum/prod/max in an accumulation dtype, cast to the result dtype */
-static tg_tensor *reduction(const char *name, tg_tensor *t, const int *axes, int naxes, bool keepdim, uop_op op,
-                            bool widen) {
+/* sum/prod/max of t as dtype `out` (accumulated in float32 for 16-bit floats) */
+static tg_tensor *reduce_as(const char *name, tg_tensor *t, const int *axes, int naxes, bool keepdim, uop_op op,
+                            tg_dtype out) {
   if (!t) return null_arg(name);
   bool mask[TG_MAX_DIMS];
   if (!axes_mask(name, t, axes, naxes, mask)) return NULL;
   POOL_BEGIN;
-  tg_dtype dt = t->u->dtype, out = widen ? dtype_sum_acc(dt) : dt;
   tg_dtype acc = dtype_is_half(out) ? TG_FLOAT32 : out;
-  if (dt == TG_BOOL && op == OP_MAX) acc = out = TG_BOOL;
   POOL_END(ucast(reduce_mask(ucast(t->u, acc), op, mask, keepdim), out));
 }
 
-tg_tensor *tg_sum(tg_tensor *t, const int *axes, int naxes, bool keepdim) {
-  return reduction("sum", t, axes, naxes, keepdim, OP_ADD, true);
-}
-tg_tensor *tg_prod(tg_tensor *t, const int *axes, int naxes, bool keepdim) {
-  return reduction("prod", t, axes, naxes, keepdim, OP_MUL, true);
-}
-tg_tensor *tg_max(tg_tensor *t, const int *axes, int naxes, bool keepdim) {
-  return reduction("max", t, axes, naxes, keepdim, OP_MAX, false);
+/* The maximum of no elements is not a number (PyTorch and numpy raise): an error if a reduced
+ * axis is empty. The internal max_of allows it (-inf, the reduce identity) for softmax and any. */
+static bool nonempty(const char *op, tg_tensor *t, const int *axes, int naxes) {
+  bool mask[TG_MAX_DIMS];
+  if (!axes_mask(op, t, axes, naxes, mask)) return false;
+  for (int i = 0; i < tg_ndim(t); i++) {
+    if (!mask[i] || uop_shape(t->u)[i]) continue;
+    char b[256];
+    tensor_error("%s: axis %d of %s has size 0, and the %s of no elements is undefined", op, i,
+                 tg_fmt_shape(b, sizeof b, uop_shape(t->u), tg_ndim(t)), op);
+    return false;
+  }
+  return true;
 }
 
-tg_tensor *tg_min(tg_tensor *t, const int *axes, int naxes, bool keepdim) {
-  if (!t) return null_arg("min");
-  bool mask[TG_MAX_DIMS];
-  if (!axes_mask("min", t, axes, naxes, mask)) return NULL;
-  tg_scope *s = tg_scope_begin(); /* min = -max(-x) (floats) or ~max(~x) (ints, bools) */
+static tg_tensor *max_of(tg_tensor *t, const int *axes, int naxes, bool keepdim) {
+  return t ? reduce_as("max", t, axes, naxes, keepdim, OP_MAX, t->u->dtype) : null_arg("max");
+}
+
+/* min = -max(-x) (floats) or ~max(~x) (ints, bools) */
+static tg_tensor *min_of(tg_tensor *t, const int *axes, int naxes, bool keepdim) {
+  tg_scope *s = tg_scope_begin();
   tg_tensor *r;
-  if (tg_dtype_is_float(tg_get_dtype(t))) r = tg_neg(tg_max(tg_neg(t), axes, naxes, keepdim));
-  else if (tg_get_dtype(t) == TG_BOOL) r = tg_logical_not(tg_max(tg_logical_not(t), axes, naxes, keepdim));
-  else r = tg_bitwise_not(tg_max(tg_bitwise_not(t), axes, naxes, keepdim));
+  if (tg_dtype_is_float(tg_get_dtype(t))) r = tg_neg(max_of(tg_neg(t), axes, naxes, keepdim));
+  else if (tg_get_dtype(t) == TG_BOOL) r = tg_logical_not(max_of(tg_logical_not(t), axes, naxes, keepdim));
+  else r = tg_bitwise_not(max_of(tg_bitwise_not(t), axes, naxes, keepdim));
   r = tg_keep(r);
   tg_scope_end(s);
   return r;
+}
+
+tg_tensor *tg_sum(tg_tensor *t, const int *axes, int naxes, bool keepdim) {
+  return t ? reduce_as("sum", t, axes, naxes, keepdim, OP_ADD, dtype_sum_acc(t->u->dtype)) : null_arg("sum");
+}
+tg_tensor *tg_prod(tg_tensor *t, const int *axes, int naxes, bool keepdim) {
+  return t ? reduce_as("prod", t, axes, naxes, keepdim, OP_MUL, dtype_sum_acc(t->u->dtype)) : null_arg("prod");
+}
+
+/* torch.sum(t, dtype=...): t is converted to dtype first, which is the result's dtype */
+static tg_tensor *reduce_dtype(const char *name, tg_tensor *t, const int *axes, int naxes, bool keepdim, uop_op op,
+                               tg_dtype dtype) {
+  if (!t) return null_arg(name);
+  if (!dtype_valid((int)dtype)) return tensor_error("%s: invalid dtype %d", name, (int)dtype);
+  if (dtype == TG_BOOL) return tensor_error("%s: cannot accumulate in bool", name);
+  return reduce_as(name, t, axes, naxes, keepdim, op, dtype);
+}
+tg_tensor *tg_sum_dtype(tg_tensor *t, const int *axes, int naxes, bool keepdim, tg_dtype dtype) {
+  return reduce_dtype("sum", t, axes, naxes, keepdim, OP_ADD, dtype);
+}
+tg_tensor *tg_prod_dtype(tg_tensor *t, const int *axes, int naxes, bool keepdim, tg_dtype dtype) {
+  return reduce_dtype("prod", t, axes, naxes, keepdim, OP_MUL, dtype);
+}
+
+tg_tensor *tg_max(tg_tensor *t, const int *axes, int naxes, bool keepdim) {
+  if (!t) return null_arg("max");
+  return nonempty("max", t, axes, naxes) ? max_of(t, axes, naxes, keepdim) : NULL;
+}
+tg_tensor *tg_min(tg_tensor *t, const int *axes, int naxes, bool keepdim) {
+  if (!t) return null_arg("min");
+  return nonempty("min", t, axes, naxes) ? min_of(t, axes, naxes, keepdim) : NULL;
 }
 
 tg_tensor *tg_any(tg_tensor *t, const int *axes, int naxes, bool keepdim) {
@@ -89,7 +125,7 @@ tg_tensor *tg_any(tg_tensor *t, const int *axes, int naxes, bool keepdim) {
   bool mask[TG_MAX_DIMS];
   if (!axes_mask("any", t, axes, naxes, mask)) return NULL;
   tg_scope *s = tg_scope_begin();
-  tg_tensor *r = tg_keep(tg_max(tg_cast(t, TG_BOOL), axes, naxes, keepdim));
+  tg_tensor *r = tg_keep(max_of(tg_cast(t, TG_BOOL), axes, naxes, keepdim)); /* empty: false */
   tg_scope_end(s);
   return r;
 }
@@ -99,7 +135,7 @@ tg_tensor *tg_all(tg_tensor *t, const int *axes, int naxes, bool keepdim) {
   bool mask[TG_MAX_DIMS];
   if (!axes_mask("all", t, axes, naxes, mask)) return NULL;
   tg_scope *s = tg_scope_begin();
-  tg_tensor *r = tg_keep(tg_min(tg_cast(t, TG_BOOL), axes, naxes, keepdim));
+  tg_tensor *r = tg_keep(min_of(tg_cast(t, TG_BOOL), axes, naxes, keepdim)); /* empty: true */
   tg_scope_end(s);
   return r;
 }
@@ -147,6 +183,31 @@ tg_tensor *tg_std(tg_tensor *t, const int *axes, int naxes, bool keepdim, double
   return r;
 }
 
+/* torch.var_mean / std_mean: the statistic and the mean, from one graph (the mean is shared). */
+static int stat_and_mean(const char *name, tg_tensor *t, const int *axes, int naxes, bool keepdim, double correction,
+                         bool sqrt_of, tg_tensor **stat, tg_tensor **mean) {
+  if (!stat || !mean) return tg_set_error(TG_ERR_ARG, "%s: the output pointers must not be NULL", name);
+  *stat = *mean = NULL;
+  if (!t) return null_arg(name), TG_ERR_ARG;
+  bool mask[TG_MAX_DIMS];
+  if (!axes_mask(name, t, axes, naxes, mask)) return TG_ERR_ARG;
+  tg_scope *s = tg_scope_begin();
+  tg_tensor *v = tg_var(t, axes, naxes, keepdim, correction), *m = tg_mean(t, axes, naxes, keepdim);
+  if (sqrt_of) v = tg_sqrt(v);
+  if (v && m) *stat = tg_keep(v), *mean = tg_keep(m);
+  tg_scope_end(s);
+  return *stat ? TG_OK : TG_ERR_NOMEM;
+}
+
+int tg_var_mean(tg_tensor *t, const int *axes, int naxes, bool keepdim, double correction, tg_tensor **var,
+                tg_tensor **mean) {
+  return stat_and_mean("var_mean", t, axes, naxes, keepdim, correction, false, var, mean);
+}
+int tg_std_mean(tg_tensor *t, const int *axes, int naxes, bool keepdim, double correction, tg_tensor **std,
+                tg_tensor **mean) {
+  return stat_and_mean("std_mean", t, axes, naxes, keepdim, correction, true, std, mean);
+}
+
 /* iota along `axis` of a rank-nd shape, shaped (1,..,n,..,1) */
 static tg_tensor *axis_iota(int64_t n, int axis, int nd, tg_dtype dt) {
   int64_t s[TG_MAX_DIMS];
@@ -158,15 +219,16 @@ static tg_tensor *arg_extreme(const char *name, tg_tensor *t, int axis, bool kee
   if (!t) return null_arg(name);
   int nd = tg_ndim(t), a = axis;
   if (!normalize_axis(name, &a, nd, AXIS_OF_SCALAR)) return NULL; /* 0-d: a = 0 of the (1,) view below */
+  if (nd && !nonempty(name, t, &a, 1)) return NULL;
   tg_scope *s = tg_scope_begin();
   tg_tensor *x = nd ? t : tg_reshape(t, (int64_t[]){1}, 1);
   if (!is_max) /* argmin(x) = argmax(-x) (floats) or argmax(~x) (ints) */
     x = tg_dtype_is_float(tg_get_dtype(x)) ? tg_neg(x) : tg_get_dtype(x) == TG_BOOL ? tg_logical_not(x) : tg_bitwise_not(x);
   int64_t n = uop_shape(x->u)[a];
-  tg_tensor *m = tg_max(x, &a, 1, true);
+  tg_tensor *m = max_of(x, &a, 1, true);
   tg_tensor *hit = tg_logical_or(tg_eq(x, m), tg_isnan(x)); /* NaN is the max */
   tg_tensor *rev = tg_rsub_s((double)n, axis_iota(n, a, tg_ndim(x), TG_INT32));
-  tg_tensor *best = tg_max(tg_mul(tg_cast(hit, TG_INT32), rev), &a, 1, keepdim && nd);
+  tg_tensor *best = max_of(tg_mul(tg_cast(hit, TG_INT32), rev), &a, 1, keepdim && nd);
   tg_tensor *r = tg_keep(tg_rsub_s((double)n, best));
   tg_scope_end(s);
   return r;
@@ -180,13 +242,29 @@ static bool one_axis(const char *name, tg_tensor *t, int *axis) {
   return normalize_axis(name, axis, tg_ndim(t), AXIS_OF_SCALAR);
 }
 
+/* The softmax family works in float64 for float32 and 16-bit inputs (ints: float32 results) and
+ * rounds once at the end: the composite backward (exp, sum, division) then has float64 rounding
+ * errors only, where in float32 they added up to 4e-7 (PyTorch's tests allow 1e-7). */
+static tg_tensor *soft_input(tg_tensor *t, tg_dtype *out) {
+  *out = float_of(tg_get_dtype(t));
+  return tg_cast(t, TG_FLOAT64);
+}
+
+/* The max along axis, detached (it only shifts the exponents: its gradient is 0 in exact
+ * arithmetic), and 0 where it is infinite: all -inf (or an inf) must not give NaN. */
+static tg_tensor *shift_of(tg_tensor *x, int axis) {
+  tg_tensor *m = tg_detach(max_of(x, &axis, 1, true));
+  return tg_where(tg_isinf(m), tg_zeros_like(m), m);
+}
+
 tg_tensor *tg_softmax(tg_tensor *t, int axis) {
   if (!t) return null_arg("softmax");
   if (!one_axis("softmax", t, &axis)) return NULL;
   tg_scope *s = tg_scope_begin();
-  tg_tensor *x = tg_cast(t, float_of(tg_get_dtype(t)));
-  tg_tensor *e = tg_exp(tg_sub(x, tg_max(x, &axis, 1, true)));
-  tg_tensor *r = tg_keep(tg_div(e, tg_sum(e, &axis, 1, true)));
+  tg_dtype out;
+  tg_tensor *x = soft_input(t, &out);
+  tg_tensor *e = tg_exp(tg_sub(x, tg_detach(max_of(x, &axis, 1, true))));
+  tg_tensor *r = tg_keep(tg_cast(tg_div(e, tg_sum(e, &axis, 1, true)), out));
   tg_scope_end(s);
   return r;
 }
@@ -195,11 +273,10 @@ tg_tensor *tg_logsumexp(tg_tensor *t, int axis, bool keepdim) {
   if (!t) return null_arg("logsumexp");
   if (!one_axis("logsumexp", t, &axis)) return NULL;
   tg_scope *s = tg_scope_begin();
-  tg_tensor *x = tg_cast(t, float_of(tg_get_dtype(t)));
-  tg_tensor *m = tg_max(x, &axis, 1, true);
-  m = tg_where(tg_isinf(m), tg_zeros_like(m), m); /* all -inf (or an inf) must not give NaN */
+  tg_dtype out;
+  tg_tensor *x = soft_input(t, &out), *m = shift_of(x, axis);
   tg_tensor *l = tg_add(tg_log(tg_sum(tg_exp(tg_sub(x, m)), &axis, 1, true)), m);
-  tg_tensor *r = tg_keep(keepdim ? l : tg_squeeze(l, axis));
+  tg_tensor *r = tg_keep(tg_cast(keepdim ? l : tg_squeeze(l, axis), out));
   tg_scope_end(s);
   return r;
 }
@@ -208,11 +285,10 @@ tg_tensor *tg_log_softmax(tg_tensor *t, int axis) {
   if (!t) return null_arg("log_softmax");
   if (!one_axis("log_softmax", t, &axis)) return NULL;
   tg_scope *s = tg_scope_begin();
-  tg_tensor *x = tg_cast(t, float_of(tg_get_dtype(t)));
-  tg_tensor *m = tg_max(x, &axis, 1, true);
-  m = tg_where(tg_isinf(m), tg_zeros_like(m), m);
-  tg_tensor *d = tg_sub(x, m); /* (x - m) - log(sum(exp(x - m))): no large magnitudes */
-  tg_tensor *r = tg_keep(tg_sub(d, tg_log(tg_sum(tg_exp(d), &axis, 1, true))));
+  tg_dtype out;
+  tg_tensor *x = soft_input(t, &out);
+  tg_tensor *d = tg_sub(x, shift_of(x, axis)); /* (x - m) - log(sum(exp(x - m))): no large magnitudes */
+  tg_tensor *r = tg_keep(tg_cast(tg_sub(d, tg_log(tg_sum(tg_exp(d), &axis, 1, true))), out));
   tg_scope_end(s);
   return r;
 }
