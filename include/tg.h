@@ -87,6 +87,16 @@ tg_stats tg_get_stats(void);
 /** Zero this thread's work counters (alive counts are kept). */
 void tg_reset_stats(void);
 
+/* ----------------------------------------------------------- devices
+ * Devices are named as in tinygrad: "CPU" (C compiled by the system compiler), "LLVM" (LLVM IR
+ * compiled in process); ":0" may follow. The default device is the one given to
+ * tg_set_default_device, else the DEV environment variable, else "CPU". */
+
+/** 1 if the device can be used here (known, and its library or driver present), else 0. */
+int tg_device_available(const char *device);
+/** Make device the default for this process. 0, or a negative tg_status (unknown or unavailable). */
+int tg_set_default_device(const char *device);
+
 /* ------------------------------------------------------------ dtypes */
 
 /** Size of one element in bytes (0 for an invalid dtype). */

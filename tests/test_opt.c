@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include "harness.h"
 #include "codegen/codegen.h"
+#include "device/device.h"
 #include "runtime/threadpool.h"
 #include "tensor/tensor.h"
 
@@ -165,7 +166,7 @@ static int random_opts(uop *ast, kshape *ks, void *ctx) {
 
 static int default_opts(uop *ast, kshape *ks, void *ctx) {
   (void)ctx;
-  kshape_optimize(ks, ast);
+  kshape_optimize(ks, ast, &device_default()->caps);
   return 0;
 }
 
@@ -425,9 +426,9 @@ typedef struct inspect_ctx {
 
 static int inspect(uop *ast, kshape *ks, void *ctx) {
   inspect_ctx *c = ctx;
-  kshape_optimize(ks, ast);
+  kshape_optimize(ks, ast, &device_default()->caps);
   kshape_describe(ks, c->opts, sizeof c->opts);
-  program *p = program_build(ast, ks);
+  program *p = program_build(device_default(), ast, ks);
   if (!p) return -1;
   free(c->src);
   c->src = strdup(p->src);
@@ -491,7 +492,7 @@ TEST(opt_heuristics_packed_matmul_tile) {
   inspect_ctx c = {{0}, NULL, 0, 0};
   int w = cpu_vector_bytes() / 4 > 16 ? 16 : cpu_vector_bytes() / 4;
   char lanes[32], rows[32]; /* 16 accumulators with 32 vector registers, 8 (12 do not divide) with 16 */
-  snprintf(rows, sizeof rows, "UPCAST(0,%d)", cpu_vector_registers() >= 32 ? 8 : 4);
+  snprintf(rows, sizeof rows, "UPCAST(0,%d)", device_default()->caps.vector_registers >= 32 ? 8 : 4);
   tg_tensor *mm[2] = {ones_buffer((int64_t[]){256, 256}, 2), ones_buffer((int64_t[]){256, 256}, 2)};
   heuristics_of(b_matmul, mm, &c); /* the last kernel: axes rows, panels, panel width | k */
   snprintf(lanes, sizeof lanes, "UPCAST(2,%d)", w);
@@ -585,9 +586,9 @@ TEST(opt_beam_search_and_cache) {
   if (ast) {
     kshape first, again;
     uint64_t searches = tg_beam_searches, hits = tg_beam_cache_hits;
-    CHECK(beam_search(ast, 2, &first) == 0);
+    CHECK(beam_search(device_default(), ast, 2, &first) == 0);
     CHECK(tg_beam_searches == searches + 1 && tg_beam_cache_hits == hits);
-    CHECK(beam_search(ast, 2, &again) == 0);
+    CHECK(beam_search(device_default(), ast, 2, &again) == 0);
     CHECK(tg_beam_searches == searches + 1 && tg_beam_cache_hits == hits + 1);
     char a[256], b[256];
     kshape_describe(&first, a, sizeof a), kshape_describe(&again, b, sizeof b);

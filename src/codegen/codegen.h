@@ -18,6 +18,22 @@
 #include "runtime/helpers.h"
 #include "uop/uop.h"
 
+/* What codegen may know about the device a kernel is for: its capabilities record (filled by
+ * the device, src/device/device.h). Nothing else about the device reaches codegen. */
+typedef struct device_caps {
+  int vector_bytes;     /* bytes in one vector register (16, 32, 64) */
+  int vector_registers; /* vector registers the register tile may use */
+  int64_t l2_bytes;     /* cache a block reused by a loop should fit in */
+  int threads;          /* cores the parallel axis is split over */
+  int64_t local_bytes;  /* shared/local memory of a workgroup (0: none) */
+  int max_local_size;   /* work-items in a workgroup (1: no workgroups) */
+  int warp;             /* SIMD width of hardware threads (1 for a CPU) */
+} device_caps;
+
+/* Lanes of one vector register for elements of elem_bytes, 2 to 16 (the widths the renderer
+ * has vector types for). */
+int caps_lanes(const device_caps *c, size_t elem_bytes);
+
 /* ---------------------------------------------------------------- shape state (opt.c) */
 
 /* Range kinds (RANGE arg[1]). A lane range is not a loop: it is the vector lane index. */
@@ -82,7 +98,7 @@ int kshape_apply(kshape *ks, opt_action a);
 /* Every action valid in this state (at most cap). */
 int kshape_candidates(const kshape *ks, opt_action *out, int cap);
 /* The default optimizations (hand-coded heuristics); NOOPT=1 leaves the state as it is. */
-void kshape_optimize(kshape *ks, uop *ast);
+void kshape_optimize(kshape *ks, uop *ast, const device_caps *caps);
 /* Index of the axis rendered as vector lanes, or -1: a stride-1 axis of 2..16 (power of two)
  * lanes, preferring an upcast of the last output dim (contiguous stores), then an unrolled
  * reduce axis (the last reduce dim's), then any other upcast. */
@@ -148,8 +164,10 @@ static inline int reduce_nbody(const uop *u) { return u->narg > 1 ? (int)u->arg[
  * void names[i](void **args, long long start, long long end) (caller frees). */
 char *render_c(const lin_program *progs, int n, const char *const *names);
 
-/* A compiled kernel: one or two stages, each run over [0, parallel) on the thread pool. */
+/* A compiled kernel: one or two stages, each run over [0, parallel) of its parallel axis by
+ * its device's launch. */
 typedef void (*kernel_fn)(void **args, long long start, long long end);
+typedef struct device device; /* src/device/device.h */
 typedef struct program_stage {
   kernel_fn fn;
   long long parallel; /* iterations of the parallel axis (1: serial) */
@@ -161,12 +179,14 @@ typedef struct program {
   int nstages;
   size_t scratch_bytes; /* GROUP partials */
   kshape ks;            /* the optimizations it was built with */
+  const device *dev;    /* the device it is compiled for */
 } program;
 
-/* The compiled program for a kernel AST (cached by AST and by source); NULL on error. */
-program *program_get(uop *ast);
+/* The compiled program of a kernel AST for a device (cached by device + AST, and by source);
+ * NULL on error. src/engine/program.c. */
+program *program_get(const device *dev, uop *ast);
 /* Build (uncached) the program for an AST under a given shape state. */
-program *program_build(uop *ast, const kshape *ks);
+program *program_build(const device *dev, uop *ast, const kshape *ks);
 void program_free(program *p);
 int program_run(program *p, void **args);
 /* Run without stats or DEBUG output (for timing candidates); 0 or negative status. */
@@ -178,18 +198,10 @@ int program_exec(program *p, void **args);
 typedef int (*opt_hook_fn)(uop *ast, kshape *ks, void *ctx);
 void program_set_opt_hook(opt_hook_fn fn, void *ctx);
 
-/* CPU compiler: compile C source and return the address of each of names[0..n) (NULL and an
- * error on failure). */
-int cpu_compile(const char *src, const char *const *names, int n, void **fns);
-
-/* What a kernel's speed depends on: compiler, flags, threads (keys BEAM's cache), into buf. */
-void cpu_device_name(char *buf, size_t n);
-/* Bytes in one vector register of this CPU (64 with AVX-512, 32 with AVX, else 16) and the
- * number of vector registers: what the lane width and the register tile are sized for.
- * VECTOR_BYTES=n overrides the width (experiments). */
+/* The default device's vector width (bytes) and lanes for elements of elem_bytes (2..16): read
+ * by tensor/reduce.c (matmul packing) and nn/conv.c (row padding) until those choices move
+ * into the optimizer (issue 11, item 3). VECTOR_BYTES=n overrides the width (experiments). */
 int cpu_vector_bytes(void);
-/* Lanes of one vector register for elements of elem_bytes, 2 to 16 (the widths the renderer
- * has vector types for). */
 int cpu_vector_lanes(size_t elem_bytes);
 /* Lanes to pad a short dim of n to, or 0: a dim that would get 2 vector lanes or none (the
  * widest power of two <= width dividing it) is padded to whole vectors of the smallest power
@@ -202,11 +214,10 @@ int short_pad_lanes(int64_t n, int width);
 #define BUFFER_SLACK 128
 /* Free the blocks cached for reuse by freed buffers (src/device/buffer.c; also at exit). */
 void buffer_cache_clear(void);
-int cpu_vector_registers(void);
 
 /* BEAM search (search.c): the best shape state for an AST, found by timing candidate action
  * sequences (beam of the given width) on scratch buffers; cached on disk by AST + device.
  * 0 or a negative status (then the caller falls back to the heuristics). */
-int beam_search(uop *ast, int width, kshape *best);
+int beam_search(const device *dev, uop *ast, int width, kshape *best);
 extern _Atomic uint64_t tg_beam_searches, tg_beam_cache_hits; /* searches run, answers from the disk cache */
 #endif

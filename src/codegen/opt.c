@@ -18,7 +18,6 @@
 #include <string.h>
 
 #include "codegen/codegen.h"
-#include "runtime/threadpool.h"
 #include "tensor/tensor.h"
 #include "uop/dtype.h"
 
@@ -498,9 +497,8 @@ static int64_t copies(const kshape *ks) {
  * times the tile's copies) does not move, so that block stays in cache while the tiles walk
  * that dim; -1 for none. Only a block that fits in L2 counts. sgemm 2048 on a packed B: rows
  * inside 101 GFLOPS, panels 56. */
-enum { CACHED_BLOCK = 512 << 10 }; /* half the L2 of this Zen core */
-
-static int inner_dim(const kshape *ks, const kaccess *acc, int na) {
+static int inner_dim(const kshape *ks, const kaccess *acc, int na, const device_caps *caps) {
+  double cached_block = (double)caps->l2_bytes / 2; /* the tile's other data shares the L2 */
   double biggest = 0;
   int best = -1;
   for (int i = 0; i < na; i++) {
@@ -510,7 +508,7 @@ static int inner_dim(const kshape *ks, const kaccess *acc, int na) {
       if (acc[i].coef[d]) block *= (double)ks->size[d];
     for (int a = 0; a < ks->nax; a++)
       if (ks->ax[a].kind == AX_UPCAST && acc[i].coef[ks->ax[a].dim]) block *= (double)ks->ax[a].size;
-    if (block <= biggest || block == 1 || block * (double)tg_dtype_size(acc[i].dtype) > CACHED_BLOCK) continue;
+    if (block <= biggest || block == 1 || block * (double)tg_dtype_size(acc[i].dtype) > cached_block) continue;
     for (int a = ks->nax - 1; a >= 0; a--)
       if (ks->ax[a].kind == AX_GLOBAL && !acc[i].coef[ks->ax[a].dim]) { biggest = block, best = ks->ax[a].dim; break; }
   }
@@ -519,8 +517,7 @@ static int inner_dim(const kshape *ks, const kaccess *acc, int na) {
 
 /* Parallel axis: the outermost output loop big enough (not the dim to keep inside if another
  * will do), else split the reduction. */
-static void parallelize(kshape *ks, int64_t work, int inner) {
-  int threads = threadpool_size();
+static void parallelize(kshape *ks, int64_t work, int inner, int threads) {
   if (threads < 2 || work < (1 << 16)) return;
   for (int pass = 0; pass < 2; pass++)
     for (int i = 0; i < ks->nax; i++) {
@@ -562,12 +559,12 @@ static void window_innermost(kshape *ks, const kaccess *acc, int na, int lane_di
 
 /* Accumulators of a register tile: one vector register each, leaving room for the loaded
  * row and the broadcasts of a step (16 AVX2 registers: 12; more would spill every step). */
-static int64_t tile_budget(void) {
-  int64_t n = cpu_vector_registers() - 4;
+static int64_t tile_budget(const device_caps *caps) {
+  int64_t n = caps->vector_registers - 4;
   return n > 16 ? 16 : n;
 }
 
-void kshape_optimize(kshape *ks, uop *ast) {
+void kshape_optimize(kshape *ks, uop *ast, const device_caps *caps) {
   if (tg_getenv_int("NOOPT", 0)) return;
   enum { MAXACC = 64 };
   kaccess *acc = malloc(sizeof(kaccess) * MAXACC);
@@ -576,17 +573,17 @@ void kshape_optimize(kshape *ks, uop *ast) {
   size_t widest = 1;
   for (int i = 0; i < na; i++)
     if (tg_dtype_size(acc[i].dtype) > widest) widest = tg_dtype_size(acc[i].dtype);
-  int width = cpu_vector_lanes(widest);
+  int width = caps_lanes(caps, widest);
   int64_t work = 1;
   for (int d = 0; d < ks->nout + ks->nred; d++) work *= ks->size[d];
   int lane_dim = choose_lanes(ks, acc, na, width);
   if (ks->nred > 0) {
     unroll_short_reduce(ks);
     int64_t before = copies(ks);
-    register_tile(ks, acc, na, lane_dim, width, tile_budget());
+    register_tile(ks, acc, na, lane_dim, width, tile_budget(caps));
     if (copies(ks) == before && lane_dim >= 0 && lane_dim < ks->nout) widen_lanes(ks, lane_dim);
     window_innermost(ks, acc, na, lane_dim);
   }
-  parallelize(ks, work, ks->nred > 0 ? inner_dim(ks, acc, na) : -1);
+  parallelize(ks, work, ks->nred > 0 ? inner_dim(ks, acc, na, caps) : -1, caps->threads);
   free(acc);
 }

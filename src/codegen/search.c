@@ -18,7 +18,7 @@
 
 #include "codegen/codegen.h"
 #include "device/disk_cache.h"
-#include "runtime/threadpool.h"
+#include "device/device.h"
 #include "tensor/tensor.h"
 #include "uop/dtype.h"
 
@@ -98,13 +98,13 @@ static double time_program(program *p, bench *b, double limit) {
 /* ---------------------------------------------------------------- disk cache */
 
 /* The entry name: beam-<hash of the serialized AST and the device>.txt. */
-static void cache_name(uop *ast, char *name, size_t n) {
+static void cache_name(const device *d, uop *ast, char *name, size_t n) {
   int64_t *key;
   int nkey = uop_serialize(ast, &key);
   uint64_t h = nkey < 0 ? 0 : hash_bytes(key, (size_t)nkey * sizeof *key, 21);
   if (nkey >= 0) free(key);
   char dev[512];
-  cpu_device_name(dev, sizeof dev);
+  d->describe(dev, sizeof dev);
   h = hash_mix(h, hash_bytes(dev, strlen(dev), 22));
   snprintf(name, n, "beam-%016llx.txt", (unsigned long long)h);
 }
@@ -153,12 +153,12 @@ static void cache_store(const char *name, const kshape *ks) {
 /* ---------------------------------------------------------------- the search */
 
 /* The actions worth timing: common split sizes, whole-axis threads, padding to vectors. */
-static bool worth_trying(const kshape *ks, opt_action a) {
+static bool worth_trying(const kshape *ks, opt_action a, int threads) {
   int64_t size = ks->ax[a.axis].size;
   switch (a.kind) {
     case OPT_UPCAST: case OPT_UNROLL: return a.amount == 2 || a.amount == 3 || a.amount == 4 || a.amount == 5 || a.amount == 8 || a.amount == 16;
     case OPT_THREAD: return a.amount == size;
-    case OPT_GROUPTOP: return a.amount == threadpool_size() || a.amount == 2 * threadpool_size();
+    case OPT_GROUPTOP: return a.amount == threads || a.amount == 2 * threads;
     case OPT_GROUP: return false;
     case OPT_PADTO: return a.amount == 8 || a.amount == 16;
     default: return true;
@@ -171,6 +171,7 @@ static bool same_state(const kshape *a, const kshape *b) {
 }
 
 typedef struct search {
+  const device *dev;
   uop *ast;
   bench b;
   candidate *pool;
@@ -197,7 +198,7 @@ static void try_state(search *s, const kshape *ks) {
   candidate *c = &s->pool[s->npool++];
   c->ks = *ks, c->ms = INFINITY;
   s->tried++;
-  program *p = program_build(s->ast, ks);
+  program *p = program_build(s->dev, s->ast, ks);
   if (!p) { s->failed++; tg_clear_error(); return; }
   memset(s->b.args[0], 0, s->b.numel[0] * tg_dtype_size(s->b.dtype[0]));
   double ms = time_program(p, &s->b, 4 * s->best_ms + 1);
@@ -219,7 +220,7 @@ static void round_of(search *s, const candidate *beam, int nbeam, int limit) {
   for (int i = 0; i < nbeam && budget > 0; i++) {
     int n = kshape_candidates(&beam[i].ks, acts, 1024);
     for (int j = 0; j < n && budget > 0; j++) {
-      if (!worth_trying(&beam[i].ks, acts[j])) continue;
+      if (!worth_trying(&beam[i].ks, acts[j], s->dev->caps.threads)) continue;
       kshape next = beam[i].ks;
       if (kshape_apply(&next, acts[j]) < 0) { tg_clear_error(); continue; }
       if (seen(s, &next)) continue;
@@ -233,8 +234,8 @@ static int run_search(search *s, int width, kshape *best) {
   kshape start;
   if (kshape_init(&start, s->ast) < 0) return TG_ERR_ARG;
   kshape heur = start;
-  kshape_optimize(&heur, s->ast);
-  program *ref = program_build(s->ast, &heur);
+  kshape_optimize(&heur, s->ast, &s->dev->caps);
+  program *ref = program_build(s->dev, s->ast, &heur);
   if (!ref) return TG_ERR_COMPILE;
   s->best_ms = time_program(ref, &s->b, INFINITY);
   size_t bytes = s->b.numel[0] * tg_dtype_size(s->b.dtype[0]);
@@ -270,11 +271,11 @@ static int run_search(search *s, int width, kshape *best) {
   return 0;
 }
 
-int beam_search(uop *ast, int width, kshape *best) {
+int beam_search(const device *dev, uop *ast, int width, kshape *best) {
   char name[64];
-  cache_name(ast, name, sizeof name);
+  cache_name(dev, ast, name, sizeof name);
   if (cache_load(name, ast, best)) { tg_beam_cache_hits++; return 0; }
-  search s = {.ast = ast, .deadline = tg_now() + tg_getenv_int("BEAM_TIMEOUT", 120)};
+  search s = {.dev = dev, .ast = ast, .deadline = tg_now() + tg_getenv_int("BEAM_TIMEOUT", 120)};
   int rc = bench_alloc(ast, &s.b);
   if (rc == 0) rc = run_search(&s, width < 1 ? 1 : width, best);
   if (rc == 0) cache_store(name, best);

@@ -1,8 +1,7 @@
-/* cpu.c — the CPU device: compile generated C with the system compiler into a shared object,
- * dlopen it, and run kernels. Compiled objects are cached on disk (disk_cache.h: ~/.cache/tg
- * or $TG_CACHE_DIR; CACHELEVEL=0 disables) keyed by a hash of source + compiler + flags, a
- * broken entry is removed and recompiled, and programs are cached in memory by kernel AST (no
- * lowering at all on a repeat). */
+/* cpu.c — the CPU device: generated C (render/c.c) compiled by the system compiler into a
+ * shared object, dlopened, and run on the thread pool. Compiled objects are cached on disk
+ * (disk_cache.h: ~/.cache/tg or $TG_CACHE_DIR; CACHELEVEL=0 disables) keyed by a hash of
+ * source + compiler + flags; a broken entry is removed and recompiled. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
@@ -12,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "codegen/codegen.h"
+#include "device/device.h"
 #include "device/disk_cache.h"
 #include "runtime/helpers.h"
 #include "runtime/threadpool.h"
@@ -95,20 +94,8 @@ static int run_compiler(const char *src, const char *name, const char *out) {
   return 0;
 }
 
-int cpu_vector_bytes(void) {
-  pthread_once(&cpu.once, cpu_detect);
-  return cpu.vector_bytes;
-}
-
-int cpu_vector_lanes(size_t elem_bytes) {
-  int lanes = (int)((size_t)cpu_vector_bytes() / (elem_bytes ? elem_bytes : 1));
-  return lanes > 16 ? 16 : lanes < 2 ? 2 : lanes;
-}
-
-int cpu_vector_registers(void) { return cpu_vector_bytes() == 64 ? 32 : 16; }
-
-void cpu_device_name(char *buf, size_t n) {
-  snprintf(buf, n, "cpu %s %s threads=%d vector=%d", compiler(), cpu_flags(), threadpool_size(), cpu_vector_bytes());
+static void cpu_describe(char *buf, size_t n) {
+  snprintf(buf, n, "cpu %s %s threads=%d vector=%d", compiler(), cpu_flags(), threadpool_size(), cpu.vector_bytes);
 }
 
 /* dlopen the object at path and find names in it: the handle, or NULL and why. */
@@ -138,7 +125,7 @@ static int compile_fresh(const char *src, const char *name, const char *const *n
   return rc;
 }
 
-int cpu_compile(const char *src, const char *const *names, int n, void **fns) {
+static int cpu_compile(const char *src, const char *const *names, int n, void **fns) {
   const char *parts[] = {src, compiler(), cpu_flags()};
   char name[128], path[PATH_MAX], why[512];
   disk_cache_key(name, sizeof name, "", parts, 3, ".so");
@@ -157,243 +144,28 @@ int cpu_compile(const char *src, const char *const *names, int n, void **fns) {
   return 0; /* the library stays loaded for the life of the process */
 }
 
-/* ---------------------------------------------------------------- programs */
 
-/* The program caches, shared by every thread (cache_lock). A program is built outside the
- * lock: two threads that miss the same kernel at once both build it, and the second to insert
- * uses the first one's program. */
-static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
-static ptrmap by_ast;    /* serialized-AST hash → cached_program chain */
-static ptrmap by_source; /* source hash → program, for equal source from other ASTs */
+/* ---------------------------------------------------------------- the device */
 
-/* The functions of a program already built from the same source, into fns; false if none. */
-static bool same_source(const char *src, uint64_t key, void **fns) {
-  pthread_mutex_lock(&cache_lock);
-  program *same = ptrmap_get(&by_source, (void *)(uintptr_t)key);
-  bool hit = same && !strcmp(same->src, src);
-  if (hit) fns[0] = (void *)same->stage[0].fn, fns[1] = (void *)same->stage[1].fn;
-  pthread_mutex_unlock(&cache_lock);
-  return hit;
-}
+static void cpu_launch(kernel_fn fn, void **args, long long n) { threadpool_run(fn, args, n, 0); }
 
-static void by_source_put(uint64_t key, program *p) {
-  pthread_mutex_lock(&cache_lock);
-  ptrmap_put(&by_source, (void *)(uintptr_t)key, p);
-  pthread_mutex_unlock(&cache_lock);
-}
+static int cpu_open(void);
 
-static int parallel_iterations(const kshape *ks) {
-  int a = kshape_parallel_axis(ks);
-  return a < 0 ? 1 : (int)ks->ax[a].size;
-}
+device cpu_device = {
+    .name = "CPU",
+    .open = cpu_open,
+    .render = render_c,
+    .compile = cpu_compile,
+    .launch = cpu_launch,
+    .describe = cpu_describe,
+};
 
-/* Lower, linearize and check one stage. */
-static int build_stage(uop *ast, const kshape *ks, int stage, kernel_info *info, lin_program *lin) {
-  uop *sink = lower_kernel(ast, ks, stage, info);
-  if (!sink) return tg_last_error()[0] ? TG_ERR_COMPILE : tg_set_error(TG_ERR_COMPILE, "lowering %s failed", info->name);
-  int rc = linearize(sink, lin, info);
-  if (rc == 0 && tg_spec_checks()) rc = program_spec_check(lin);
-  double real = 1; /* padded positions are not real work */
-  for (int d = 0; d < ks->nout + ks->nred; d++) real *= (double)ks->size[d] / (double)ks->padded[d];
-  info->flops = (uint64_t)((double)info->flops * real);
-  return rc;
-}
-
-program *program_build(uop *ast, const kshape *ks) {
-  size_t mark = uop_pool_mark();
-  program *p = calloc(1, sizeof *p);
-  lin_program lin[2] = {{0}};
-  if (!p) { tg_set_error(TG_ERR_NOMEM, "program: out of memory"); goto fail; }
-  p->ks = *ks;
-  int par = kshape_parallel_axis(ks);
-  bool grouped = par >= 0 && ks->ax[par].kind == AX_GROUP;
-  p->nstages = grouped ? 2 : 1;
-  char names[2][128];
-  const char *name_ptrs[2] = {names[0], names[1]};
-  for (int s = 0; s < p->nstages; s++) {
-    kernel_info info = {0};
-    if (build_stage(ast, ks, grouped ? STAGE_PARTIAL + s : STAGE_ONLY, &info, &lin[s]) < 0) goto fail;
-    uint64_t flops = p->info.flops + info.flops;
-    p->info = info, p->info.flops = flops;
-    snprintf(names[s], sizeof names[s], "%s%s", info.name, grouped ? (s ? "_combine" : "_partial") : "");
-    p->stage[s].parallel = s == 0 ? parallel_iterations(ks) : 1;
-  }
-  if (grouped) {
-    uop *r = NULL, **order;
-    int n = uop_toposort(ast, &order);
-    for (int i = 0; i < n && !r; i++)
-      if (order[i]->op == OP_REDUCE_AXIS) r = order[i];
-    free(order);
-    p->scratch_bytes = (size_t)ks->ax[par].size * (size_t)shape_numel(ast->arg, ast->narg) * tg_dtype_size(r->dtype);
-  }
-  p->src = render_c(lin, p->nstages, name_ptrs);
-  if (!p->src) { tg_set_error(TG_ERR_NOMEM, "render: out of memory"); goto fail; }
-  if (tg_debug() >= 4) fprintf(stderr, "%s\n", p->src);
-  uint64_t key = hash_bytes(p->src, strlen(p->src), 7) | 1;
-  void *fns[2] = {0};
-  bool shared = same_source(p->src, key, fns);
-  if (!shared && cpu_compile(p->src, name_ptrs, p->nstages, fns) < 0) goto fail;
-  for (int s = 0; s < p->nstages; s++) p->stage[s].fn = (kernel_fn)fns[s];
-  if (!shared) by_source_put(key, p); /* complete before other threads can see it */
-  free(lin[0].ops), free(lin[1].ops);
-  uop_pool_release(mark);
-  return p;
-fail:
-  free(lin[0].ops), free(lin[1].ops);
-  if (p) free(p->src);
-  free(p);
-  uop_pool_release(mark);
-  if (!tg_last_error()[0]) tg_set_error(TG_ERR_COMPILE, "codegen failed");
-  return NULL;
-}
-
-void program_free(program *p) {
-  if (!p) return;
-  uint64_t key = hash_bytes(p->src, strlen(p->src), 7) | 1;
-  pthread_mutex_lock(&cache_lock);
-  if (ptrmap_get(&by_source, (void *)(uintptr_t)key) == p) ptrmap_put(&by_source, (void *)(uintptr_t)key, NULL);
-  pthread_mutex_unlock(&cache_lock);
-  free(p->src);
-  free(p);
-}
-
-/* OPTS="UPCAST,1,16;THREAD,0,64" applies exactly these actions (for experiments); a kernel
- * they do not fit gets the heuristics. */
-static int parse_opts(const char *text, kshape *ks) {
-  char buf[512];
-  snprintf(buf, sizeof buf, "%s", text);
-  for (char *save = NULL, *tok = strtok_r(buf, ";", &save); tok; tok = strtok_r(NULL, ";", &save)) {
-    char name[16];
-    int axis;
-    long long amount;
-    if (sscanf(tok, " %15[A-Z] , %d , %lld", name, &axis, &amount) != 3) return tg_set_error(TG_ERR_ARG, "OPTS: bad action '%s'", tok);
-    int k = 0;
-    while (k < OPT_COUNT && strcmp(opt_name((opt_kind)k), name)) k++;
-    int rc = kshape_apply(ks, (opt_action){(opt_kind)k, axis, amount});
-    if (rc < 0) return rc;
-  }
-  return 0;
-}
-
-/* The shape state a kernel is built with: OPTS, BEAM's cached or searched choice, or the
- * heuristics (NOOPT=1: none). */
-static int choose_opts(uop *ast, kshape *ks) {
-  if (kshape_init(ks, ast) < 0) return TG_ERR_ARG;
-  const char *opts = getenv("OPTS");
-  if (opts && *opts && parse_opts(opts, ks) == 0) return 0;
-  int beam = tg_getenv_int("BEAM", 0);
-  if ((!opts || !*opts) && beam > 0 && !tg_getenv_int("NOOPT", 0) && beam_search(ast, beam, ks) == 0) return 0;
-  if ((opts && *opts) || beam > 0) {
-    if (tg_debug() >= 1) fprintf(stderr, "opt: falling back to the heuristics: %s\n", tg_last_error());
-    tg_clear_error();
-  }
-  if (kshape_init(ks, ast) < 0) return TG_ERR_ARG;
-  kshape_optimize(ks, ast);
-  return 0;
-}
-
-static program *build_program(uop *ast) {
-  kshape ks;
-  if (choose_opts(ast, &ks) < 0) return NULL;
-  program *p = program_build(ast, &ks);
-  if (p && tg_debug() >= 2) {
-    char buf[512];
-    kshape_describe(&ks, buf, sizeof buf);
-    fprintf(stderr, "opt %-28s %s\n", p->info.name, buf);
-  }
-  return p;
-}
-
-/* Programs are found by the serialized AST (not by node pointer), so the cache never keeps a
- * tensor graph alive: a loop that builds fresh graphs keeps memory flat. */
-typedef struct cached_program {
-  int64_t *key;
-  int nkey;
-  program *prog;
-  struct cached_program *next; /* same hash */
-} cached_program;
-
-/* The test hook: kernels built with the hook's state, uncached, freed when it is reset (tests
- * only: not for use while other threads realize). */
-static struct {
-  opt_hook_fn fn;
-  void *ctx;
-  VEC(program *) built;
-} hook;
-
-void program_set_opt_hook(opt_hook_fn fn, void *ctx) {
-  for (size_t i = 0; i < hook.built.n; i++) program_free(hook.built.v[i]);
-  VEC_FREE(hook.built);
-  hook.fn = fn, hook.ctx = ctx;
-}
-
-static program *build_hooked(uop *ast) {
-  kshape ks;
-  if (kshape_init(&ks, ast) < 0 || hook.fn(ast, &ks, hook.ctx) < 0) return NULL;
-  program *p = program_build(ast, &ks);
-  if (p && VEC_PUSH(hook.built, p) < 0) { program_free(p); return NULL; }
-  return p;
-}
-
-/* The cached program of a serialized AST, or NULL (under cache_lock). */
-static program *cached(uint64_t h, const int64_t *key, int nkey) {
-  for (cached_program *c = ptrmap_get(&by_ast, (void *)(uintptr_t)h); c; c = c->next)
-    if (c->nkey == nkey && !memcmp(c->key, key, (size_t)nkey * sizeof *key)) return c->prog;
-  return NULL;
-}
-
-program *program_get(uop *ast) {
-  if (hook.fn) return build_hooked(ast);
-  int64_t *key;
-  int nkey = uop_serialize(ast, &key);
-  if (nkey < 0) { tg_set_error(TG_ERR_NOMEM, "program cache: out of memory"); return NULL; }
-  uint64_t h = hash_bytes(key, (size_t)nkey * sizeof *key, 11) | 1;
-  pthread_mutex_lock(&cache_lock);
-  program *p = cached(h, key, nkey);
-  pthread_mutex_unlock(&cache_lock);
-  if (p || !(p = build_program(ast))) { free(key); return p; }
-  pthread_mutex_lock(&cache_lock);
-  program *first = cached(h, key, nkey); /* another thread built it meanwhile */
-  cached_program *c = first ? NULL : malloc(sizeof *c);
-  if (c) {
-    *c = (cached_program){key, nkey, p, ptrmap_get(&by_ast, (void *)(uintptr_t)h)};
-    if (ptrmap_put(&by_ast, (void *)(uintptr_t)h, c) < 0) free(c), c = NULL;
-  }
-  pthread_mutex_unlock(&cache_lock);
-  if (c) return p;
-  free(key);
-  program_free(p);
-  if (!first) tg_set_error(TG_ERR_NOMEM, "program cache: out of memory");
-  return first;
-}
-
-int program_exec(program *p, void **args) {
-  void *all[66];
-  int n = p->info.nbufs;
-  if (n > 64) return tg_set_error(TG_ERR_DEVICE, "kernel %s has %d buffers (max 64)", p->info.name, n);
-  memcpy(all, args, sizeof(void *) * (size_t)n);
-  void *scratch = NULL;
-  if (p->scratch_bytes) {
-    scratch = aligned_alloc(64, (p->scratch_bytes + 63) / 64 * 64 + BUFFER_SLACK);
-    if (!scratch) return tg_set_error(TG_ERR_NOMEM, "kernel %s: out of memory for %zu bytes of partials", p->info.name, p->scratch_bytes);
-    all[n] = scratch;
-  }
-  for (int s = 0; s < p->nstages; s++) threadpool_run(p->stage[s].fn, all, p->stage[s].parallel, 0);
-  free(scratch);
-  return 0;
-}
-
-int program_run(program *p, void **args) {
-  double t0 = tg_now();
-  int rc = program_exec(p, args);
-  double dt = tg_now() - t0;
-  if (rc < 0) return rc;
-  tg_thread_stats.kernels_run++;
-  tg_thread_stats.kernel_seconds += dt;
-  tg_thread_stats.flops += p->info.flops;
-  tg_thread_stats.bytes_moved += p->info.bytes;
-  if (tg_debug() >= 1)
-    fprintf(stderr, "kernel %-28s %9.3f ms %8.2f GFLOPS %8.2f GB/s\n", p->info.name, dt * 1e3,
-            dt > 0 ? (double)p->info.flops / dt * 1e-9 : 0.0, dt > 0 ? (double)p->info.bytes / dt * 1e-9 : 0.0);
+/* The capabilities, from what cpu_detect found (written once, before any use: device.c opens a
+ * device under its lock). */
+static int cpu_open(void) {
+  pthread_once(&cpu.once, cpu_detect);
+  long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+  cpu_device.caps = (device_caps){.vector_bytes = cpu.vector_bytes, .vector_registers = cpu.vector_bytes == 64 ? 32 : 16,
+                     .l2_bytes = l2 > 0 ? l2 : 1 << 20, .threads = threadpool_size(), .max_local_size = 1, .warp = 1};
   return 0;
 }

@@ -10,7 +10,7 @@ static int run_kernel(const sched_item *it) {
   void *args[64];
   if (it->nbufs > 64) return tg_set_error(TG_ERR_DEVICE, "kernel has %d buffers (max 64)", it->nbufs);
   double t0 = tg_now(), compile0 = tg_thread_stats.compile_seconds;
-  program *p = program_get(it->ast);
+  program *p = program_get(it->dev, it->ast);
   tg_thread_stats.lower_seconds += tg_now() - t0 - (tg_thread_stats.compile_seconds - compile0);
   if (!p) return TG_ERR_COMPILE;
   for (int i = 0; i < it->nbufs; i++) args[i] = buffer_data(it->bufs[i]);

@@ -20,11 +20,13 @@
 #include "schedule/schedule.h"
 
 #include "codegen/codegen.h"
+#include "device/device.h"
 #include "tensor/tensor.h"
 #include "uop/dtype.h"
 #include "uop/rewrite.h"
 
 typedef struct sched {
+  const device *dev; /* where the kernels run */
   ptrmap roots;   /* node → BUFFER (NULL until allocated) */
   VEC(uop *) root_list;
   ptrmap owner;   /* fused reduce → the root that owns it */
@@ -320,7 +322,7 @@ static int add_item(schedule *out, sched *s, uop *r) {
   ptrmap_free(&k.value_index);
   if (ast && tg_debug() >= 3) fprintf(stderr, "kernel AST:\n"), uop_print(ast, stderr);
   int rc = !ast ? TG_ERR_NOMEM : tg_spec_checks() ? uop_spec_kernel(ast) : 0;
-  sched_item it = {ast, k.bufs.v, (int)k.bufs.n, shape_numel(uop_shape(r), uop_ndim(r)), NULL, 0};
+  sched_item it = {s->dev, ast, k.bufs.v, (int)k.bufs.n, shape_numel(uop_shape(r), uop_ndim(r)), NULL, 0};
   if (rc == 0 && VEC_PUSH(out->items, it) == 0) return 0;
   VEC_FREE(k.bufs);
   return rc ? rc : TG_ERR_NOMEM;
@@ -345,10 +347,11 @@ int schedule_build(uop **targets, int n, schedule *out) {
   static rule_table *_Atomic table;
   rule_table *realized_rules = rule_table_once(&table, "realized", realized_rules_list);
   *out = (schedule){.mark = uop_pool_mark()};
-  sched s = {0};
+  sched s = {.dev = device_default()};
   ptrmap kept = {0};
   uop **order = NULL;
   int rc = 0, norder = 0;
+  if (!s.dev) { rc = tg_error_status_or(TG_ERR_DEVICE); goto done; }
   uop *sink = uop_new(OP_SINK, TG_BOOL, targets, n, NULL, 0);
   uop *g = sink ? graph_rewrite_ex(sink, realized_rules, NULL, true) : NULL;
   if (!g) { rc = tg_set_error(TG_ERR_NOMEM, "schedule: out of memory"); goto done; }

@@ -10,7 +10,10 @@
 /* One kernel: its AST (SINK(expr over PARAM slots)), the BUFFER of each slot (slot 0 is the
  * output), and the buffers no later item reads that nobody keeps: their memory goes back as
  * soon as this item has run (the memory planner). */
+typedef struct device device;
+
 typedef struct sched_item {
+  const device *dev; /* where it runs */
   uop *ast;
   uop **bufs;
   int nbufs;
