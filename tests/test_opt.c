@@ -452,6 +452,10 @@ static tg_tensor *ones_buffer(const int64_t *shape, int nd) {
   return t;
 }
 
+/* A spelling the checks look for in a kernel's source: C (the default) or LLVM IR (DEV=LLVM). */
+static bool dev_llvm(void) { return getenv("DEV") && !strncasecmp(getenv("DEV"), "LLVM", 4); }
+static const char *spelled(const char *c, const char *llvm) { return dev_llvm() ? llvm : c; }
+
 TEST(opt_heuristics_vectorize_tile_and_thread) {
   tg_scope *s = tg_scope_begin();
   inspect_ctx c = {{0}, NULL, 0, 0};
@@ -459,9 +463,9 @@ TEST(opt_heuristics_vectorize_tile_and_thread) {
   int w = cpu_vector_bytes() / 4 > 16 ? 16 : cpu_vector_bytes() / 4;
   char upcast[32], vec[32], aligned[48], last[16];
   snprintf(upcast, sizeof upcast, "UPCAST(1,%d)", w);
-  snprintf(vec, sizeof vec, "tg_f32x%d v", w);
-  snprintf(aligned, sizeof aligned, "*(const tg_f32x%da *)", w);
-  snprintf(last, sizeof last, "[%d]);\n", w - 1);
+  snprintf(vec, sizeof vec, spelled("tg_f32x%d v", "<%d x float>"), w);
+  snprintf(aligned, sizeof aligned, spelled("*(const tg_f32x%da *)", "align %d\n"), dev_llvm() ? w * 4 : w);
+  snprintf(last, sizeof last, spelled("[%d]);\n", "i32 %d\n"), w - 1);
   tg_tensor *mm[2] = {ones_buffer((int64_t[]){256, 128}, 2), ones_buffer((int64_t[]){128, 256}, 2)};
   heuristics_of(b_matmul, mm, &c);
   CHECK(strstr(c.opts, upcast) && c.src && strstr(c.src, vec));
@@ -523,7 +527,7 @@ TEST(opt_heuristics_conv_shapes) {
     snprintf(lanes, sizeof lanes, "UPCAST(3,8)");
   }
   CHECK(strstr(c.opts, pad) && strstr(c.opts, lanes));
-  CHECK(c.src && !strstr(c.src, ">= 0 &&")); /* padded lanes: no bounds check per load */
+  CHECK(c.src && !strstr(c.src, spelled(">= 0 &&", "icmp sge <"))); /* padded lanes: no bounds check per load */
   CHECK(strstr(c.opts, "UPCAST(1,")); /* output channels share each loaded row */
   /* rows tiled (oh) share their input rows with kh: kh becomes the innermost loop (axes of
    * the reduction: cin, kh, kw → cin, kw, kh) */

@@ -8,10 +8,11 @@
 #include <string.h>
 #include <strings.h>
 
+#include "device/llvm.h"
 #include "runtime/helpers.h"
 
 /* Every device tg knows, in the order `DEV` names them. */
-static device *const devices[] = {&cpu_device};
+static device *const devices[] = {&cpu_device, &llvm_device};
 enum { NDEVICES = sizeof devices / sizeof devices[0] };
 
 static struct {
