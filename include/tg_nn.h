@@ -73,17 +73,84 @@ tg_tensor *tg_mse_loss(tg_tensor *pred, tg_tensor *target);
 tg_tensor *tg_bce_loss(tg_tensor *prob, tg_tensor *target);
 tg_tensor *tg_bce_with_logits_loss(tg_tensor *logits, tg_tensor *target);
 
+/* Convolutions over nsp = 1, 2 or 3 spatial axes (F.conv1d/2d/3d, F.conv_transpose1d/2d/3d):
+ * x (N, Cin, *in); bias (Cout) or NULL; stride, padding, output_padding and dilation have nsp
+ * entries, or are NULL for 1, 0, 0 and 1. */
+/** weight (Cout, Cin/groups, *k): the correlation of x with the weight, like F.conv{nsp}d. */
+tg_tensor *tg_conv(tg_tensor *x, tg_tensor *weight, tg_tensor *bias, int nsp, const int *stride,
+                   const int *padding, const int *dilation, int groups);
+/** x (N, Cin, L), weight (Cout, Cin/groups, k). */
+tg_tensor *tg_conv1d(tg_tensor *x, tg_tensor *weight, tg_tensor *bias, const int stride[1],
+                     const int padding[1], const int dilation[1], int groups);
 /** x (N, Cin, H, W), weight (Cout, Cin/groups, kh, kw), bias (Cout) or NULL. */
 tg_tensor *tg_conv2d(tg_tensor *x, tg_tensor *weight, tg_tensor *bias, const int stride[2],
                      const int padding[2], const int dilation[2], int groups);
+/** x (N, Cin, D, H, W), weight (Cout, Cin/groups, kd, kh, kw). */
+tg_tensor *tg_conv3d(tg_tensor *x, tg_tensor *weight, tg_tensor *bias, const int stride[3],
+                     const int padding[3], const int dilation[3], int groups);
+/** weight (Cin, Cout/groups, *k), like F.conv_transpose{nsp}d (note its argument order). */
+tg_tensor *tg_conv_transpose(tg_tensor *x, tg_tensor *weight, tg_tensor *bias, int nsp, const int *stride,
+                             const int *padding, const int *output_padding, const int *dilation, int groups);
+/** tg_conv_transpose with nsp = 1: weight (Cin, Cout/groups, k). */
+tg_tensor *tg_conv_transpose1d(tg_tensor *x, tg_tensor *weight, tg_tensor *bias, const int stride[1],
+                               const int padding[1], const int output_padding[1],
+                               const int dilation[1], int groups);
 /** weight (Cin, Cout/groups, kh, kw), like torch.nn.functional.conv_transpose2d. */
 tg_tensor *tg_conv_transpose2d(tg_tensor *x, tg_tensor *weight, tg_tensor *bias, const int stride[2],
                                const int padding[2], const int output_padding[2],
                                const int dilation[2], int groups);
-/** stride NULL → stride = kernel; padding NULL → 0. Padding counts as -inf (max) / 0 (avg,
- *  count_include_pad like PyTorch's default). */
+/** tg_conv_transpose with nsp = 3: weight (Cin, Cout/groups, kd, kh, kw). */
+tg_tensor *tg_conv_transpose3d(tg_tensor *x, tg_tensor *weight, tg_tensor *bias, const int stride[3],
+                               const int padding[3], const int output_padding[3],
+                               const int dilation[3], int groups);
+
+/* Pooling over the last nsp = 1, 2 or 3 axes of x (any leading axes). */
+/** Options of tg_max_pool / tg_avg_pool: zero (or a NULL pointer) gives PyTorch's defaults.
+ *  Arrays have nsp entries. */
+typedef struct tg_pool_opts {
+  const int *stride;        /**< NULL: the kernel */
+  const int *padding;       /**< both sides of each axis (NULL: 0); at most half the kernel */
+  const int *padding_after; /**< not NULL: asymmetric padding, `padding` before and this after */
+  const int *dilation;      /**< NULL: 1 */
+  bool ceil_mode;           /**< round the output size up (a window must start before the input ends) */
+  bool exclude_pad;         /**< avg: count_include_pad = false, divide by the taps inside x */
+  int divisor;              /**< avg: divisor_override when nonzero */
+} tg_pool_opts;
+/** Max pooling (padding counts as -inf). indices, if not NULL, receives PyTorch's return_indices:
+ *  int64, the row-major flat position of each maximum in its channel's input (the first
+ *  maximum of the window; the last NaN). The gradient goes to that element, as in PyTorch
+ *  (but a window holding NaN passes none). */
+tg_tensor *tg_max_pool(tg_tensor *x, int nsp, const int *kernel, const tg_pool_opts *opts, tg_tensor **indices);
+/** Average pooling (padding counts as 0, and in the divisor unless exclude_pad). */
+tg_tensor *tg_avg_pool(tg_tensor *x, int nsp, const int *kernel, const tg_pool_opts *opts);
+/* Fixed-rank pools with PyTorch's defaults: stride NULL → stride = kernel; padding NULL → 0.
+ * Padding counts as -inf (max) / 0 (avg, count_include_pad like PyTorch's default). */
+/** F.max_pool1d(x, kernel, stride, padding) over the last axis. */
+tg_tensor *tg_max_pool1d(tg_tensor *x, const int kernel[1], const int stride[1], const int padding[1]);
+/** F.max_pool2d(x, kernel, stride, padding) over the last 2 axes. */
 tg_tensor *tg_max_pool2d(tg_tensor *x, const int kernel[2], const int stride[2], const int padding[2]);
+/** F.max_pool3d(x, kernel, stride, padding) over the last 3 axes. */
+tg_tensor *tg_max_pool3d(tg_tensor *x, const int kernel[3], const int stride[3], const int padding[3]);
+/** F.avg_pool1d(x, kernel, stride, padding) over the last axis. */
+tg_tensor *tg_avg_pool1d(tg_tensor *x, const int kernel[1], const int stride[1], const int padding[1]);
+/** F.avg_pool2d(x, kernel, stride, padding) over the last 2 axes. */
 tg_tensor *tg_avg_pool2d(tg_tensor *x, const int kernel[2], const int stride[2], const int padding[2]);
+/** F.avg_pool3d(x, kernel, stride, padding) over the last 3 axes. */
+tg_tensor *tg_avg_pool3d(tg_tensor *x, const int kernel[3], const int stride[3], const int padding[3]);
+/** F.max_unpool{nsp}d: zeros of output_size (nsp entries; NULL: (o-1)*stride - 2*padding + kernel)
+ *  with x written at indices, which must come from tg_max_pool with the same kernel, stride
+ *  and padding (an index outside its window is dropped). stride NULL → kernel; padding NULL → 0. */
+tg_tensor *tg_max_unpool(tg_tensor *x, tg_tensor *indices, int nsp, const int *kernel, const int *stride,
+                         const int *padding, const int64_t *output_size);
+/** tg_max_unpool with nsp = 1 (F.max_unpool1d). */
+tg_tensor *tg_max_unpool1d(tg_tensor *x, tg_tensor *indices, const int kernel[1], const int stride[1],
+                           const int padding[1], const int64_t output_size[1]);
+/** tg_max_unpool with nsp = 2 (F.max_unpool2d). */
+tg_tensor *tg_max_unpool2d(tg_tensor *x, tg_tensor *indices, const int kernel[2], const int stride[2],
+                           const int padding[2], const int64_t output_size[2]);
+/** tg_max_unpool with nsp = 3 (F.max_unpool3d). */
+tg_tensor *tg_max_unpool3d(tg_tensor *x, tg_tensor *indices, const int kernel[3], const int stride[3],
+                           const int padding[3], const int64_t output_size[3]);
 /** q (..., L, E), k (..., S, E), v (..., S, Ev); mask bool (true = keep) or float (added), may be NULL. */
 tg_tensor *tg_scaled_dot_product_attention(tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_tensor *mask, bool causal);
 

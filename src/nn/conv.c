@@ -1,139 +1,23 @@
-/* conv.c — convolution, transposed convolution and pooling, the tinygrad way: sliding
- * windows are a view of the input made only of movement ops (pad, shrink, reshape, expand,
- * permute; see pool_windows), and a convolution is a broadcast multiply of those windows
- * with the weight followed by a sum. No im2col copy is made: the scheduler turns the whole
- * thing (plus a bias add or any elementwise op after it) into one reduction kernel.
+/* conv.c — convolution and transposed convolution over 1 to 3 spatial axes, the tinygrad way:
+ * sliding windows are a view of the input made only of movement ops (windows.c), and a
+ * convolution is a broadcast multiply of those windows with the weight followed by a sum. No
+ * im2col copy is made: the scheduler turns the whole thing (plus a bias add or any elementwise
+ * op after it) into one reduction kernel.
  *
  * A convolution carries its own derivative (a GRADFN node, see grad/gradient.h): the input
  * gradient is a transposed convolution (again one reduction kernel) and the weight gradient
  * a reduction of the same windows. The generic rules would differentiate the window view
  * instead, which yields a col2im: a huge per-window intermediate and a second kernel. */
-#include <math.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "codegen/codegen.h" /* cpu_vector_lanes, short_pad_lanes: rows padded for lanes */
 #include "grad/gradient.h"
-#include "nn/functional.h"
+#include "nn/windows.h"
 #include "tensor/shape.h"
 
-#define NSP 2 /* spatial axes handled by the public functions (the helpers take any count) */
-
-static int64_t ceildiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-/* Finish a function body: move r out of scope s (r may be NULL) and close s. */
-static tg_tensor *finish(tg_scope *s, tg_tensor *r) {
-  r = tg_keep(r);
-  tg_scope_end(s);
-  return r;
-}
-
-/* Pad (positive) or crop (negative) the last nsp axes by before[i] / after[i]. */
-static tg_tensor *pad_or_crop(tg_tensor *x, const int64_t *before, const int64_t *after, int nsp, double value) {
-  if (!x) return NULL;
-  int nd = tg_ndim(x), lead = nd - nsp;
-  int64_t pb[TG_MAX_DIMS] = {0}, pa[TG_MAX_DIMS] = {0}, st[TG_MAX_DIMS] = {0}, en[TG_MAX_DIMS];
-  for (int i = 0; i < nsp; i++) {
-    pb[lead + i] = before[i] > 0 ? before[i] : 0;
-    pa[lead + i] = after[i] > 0 ? after[i] : 0;
-  }
-  if (!(x = tg_pad(x, pb, pa, value))) return NULL;
-  for (int i = 0; i < nd; i++) en[i] = uop_shape(x->u)[i];
-  for (int i = 0; i < nsp; i++) {
-    st[lead + i] = before[i] < 0 ? -before[i] : 0;
-    en[lead + i] -= after[i] < 0 ? -after[i] : 0;
-  }
-  return tg_shrink(x, st, en);
-}
-
-/* The sizes of the windows of one axis: o = ceil((i - d(k-1)) / s), and for the skew trick the
- * rows of i*f + d and their total k*(i*f + d). False where one does not fit in int64 (the
- * public functions check their geometry first; this guards the backward's convolutions). */
-typedef struct window_axis { int64_t o, f, row, total; } window_axis;
-
-static bool window_axis_sizes(int64_t i, int64_t k, int64_t s, int64_t d, window_axis *w) {
-  int64_t span, room, fi;
-  if (i < 1 || !ck_mul(d, k - 1, &span) || !ck_sub(i, span, &room) || room < 1 || !ck_add(room, s - 1, &w->o)) return false;
-  w->o /= s;
-  w->f = 1 + (w->o * s > room); /* o*s <= room + s - 1: fits */
-  return ck_mul(i, w->f, &fi) && ck_add(fi, d, &w->row) && ck_mul(k, w->row, &w->total) && ck_add(w->total, i, &fi);
-}
-
-/* Sliding windows over the last nsp axes (tinygrad's Tensor._pool):
- *   (..., i_0, .., i_n) → (..., o_0, .., o_n, k_0, .., k_n)
- * where window o starts at o*s and its taps are d apart; o = ceil((i - d(k-1)) / s).
- * Views only. When windows overlap (k > s) or are dilated, the axis is repeated and re-cut
- * with a row length of i*f + d, so that consecutive rows shift by d (the skew trick);
- * otherwise a plain reshape into (o, s) blocks suffices. */
-static tg_tensor *pool_windows(tg_tensor *x, const int64_t *k, const int64_t *s, const int64_t *d, int nsp) {
-  if (!x) return NULL;
-  int nd = tg_ndim(x), lead = nd - nsp;
-  int64_t i_[TG_MAX_DIMS], o_[TG_MAX_DIMS], sh[TG_MAX_DIMS], st[TG_MAX_DIMS] = {0}, en[TG_MAX_DIMS];
-  int perm[TG_MAX_DIMS];
-  window_axis wa[NSP];
-  bool simple = true;
-  char b[256];
-  for (int j = 0; j < nsp; j++) {
-    i_[j] = uop_shape(x->u)[lead + j];
-    if (!window_axis_sizes(i_[j], k[j], s[j], d[j], &wa[j]))
-      return shape_error("windows: a kernel of %lld (stride %lld, dilation %lld) over %s: sizes overflow int64 or "
-                         "no window fits", (long long)k[j], (long long)s[j], (long long)d[j], NN_SHAPE(x, b));
-    o_[j] = wa[j].o;
-    simple &= k[j] <= s[j] && d[j] == 1;
-  }
-  for (int a = 0; a < lead; a++) sh[a] = en[a] = uop_shape(x->u)[a], perm[a] = a;
-  if (simple) { /* (o*s) → (o, s) → keep the first k of each block */
-    int64_t pb[TG_MAX_DIMS] = {0}, pa[TG_MAX_DIMS] = {0};
-    for (int j = 0; j < nsp; j++) pa[j] = o_[j] * s[j] > i_[j] ? o_[j] * s[j] - i_[j] : 0;
-    x = pad_or_crop(x, pb, pa, nsp, 0);
-    for (int j = 0; j < nsp; j++) en[lead + j] = o_[j] * s[j];
-    x = tg_shrink(x, st, en);
-    for (int j = 0; j < nsp; j++) sh[lead + 2 * j] = o_[j], sh[lead + 2 * j + 1] = s[j];
-    x = tg_reshape(x, sh, lead + 2 * nsp);
-    for (int j = 0; j < nsp; j++) en[lead + 2 * j] = o_[j], en[lead + 2 * j + 1] = k[j];
-    x = tg_shrink(x, st, en);
-    for (int j = 0; j < nsp; j++) perm[lead + j] = lead + 2 * j, perm[lead + nsp + j] = lead + 2 * j + 1;
-    return tg_permute(x, perm, lead + 2 * nsp);
-  }
-  int64_t rep[TG_MAX_DIMS];
-  for (int a = 0; a < lead; a++) rep[a] = 1;
-  for (int j = 0; j < nsp; j++) rep[lead + j] = ceildiv(wa[j].total, i_[j]); /* total + i fits (window_axis_sizes) */
-  x = tg_repeat(x, rep, nd);
-  for (int j = 0; j < nsp; j++) en[lead + j] = wa[j].total;
-  x = tg_shrink(x, st, en);
-  for (int j = 0; j < nsp; j++) sh[lead + 2 * j] = k[j], sh[lead + 2 * j + 1] = wa[j].row;
-  x = tg_reshape(x, sh, lead + 2 * nsp); /* (k, i*f + d): row r starts at input r*d */
-  for (int j = 0; j < nsp; j++) en[lead + 2 * j] = k[j], en[lead + 2 * j + 1] = o_[j] * s[j];
-  x = tg_shrink(x, st, en);
-  for (int j = 0; j < nsp; j++)
-    sh[lead + 3 * j] = k[j], sh[lead + 3 * j + 1] = o_[j], sh[lead + 3 * j + 2] = s[j];
-  x = tg_reshape(x, sh, lead + 3 * nsp); /* (k, o, s): keep s = 0 */
-  for (int j = 0; j < nsp; j++) en[lead + 3 * j] = k[j], en[lead + 3 * j + 1] = o_[j], en[lead + 3 * j + 2] = 1;
-  x = tg_shrink(x, st, en);
-  for (int j = 0; j < nsp; j++) sh[lead + 2 * j] = k[j], sh[lead + 2 * j + 1] = o_[j];
-  x = tg_reshape(x, sh, lead + 2 * nsp);
-  for (int j = 0; j < nsp; j++) perm[lead + j] = lead + 2 * j + 1, perm[lead + nsp + j] = lead + 2 * j;
-  return tg_permute(x, perm, lead + 2 * nsp);
-}
-
-/* Insert s-1 zeros between neighbours on the last nsp axes: (.., n) → (.., (n-1)*s + 1). */
-static tg_tensor *dilate_input(tg_tensor *x, const int64_t *s, int nsp) {
-  if (!x) return NULL;
-  int nd = tg_ndim(x), lead = nd - nsp;
-  int64_t sh[TG_MAX_DIMS], pb[TG_MAX_DIMS] = {0}, pa[TG_MAX_DIMS] = {0}, st[TG_MAX_DIMS] = {0}, en[TG_MAX_DIMS];
-  for (int a = 0; a < lead; a++) sh[a] = en[a] = tg_dim(x, a);
-  for (int j = 0; j < nsp; j++) { /* (n) → (n, 1) → pad → (n, s) → (n*s) → crop the trailing s-1 */
-    sh[lead + 2 * j] = tg_dim(x, lead + j), sh[lead + 2 * j + 1] = 1;
-    pa[lead + 2 * j + 1] = s[j] - 1;
-  }
-  if (!(x = tg_pad(tg_reshape(x, sh, lead + 2 * nsp), pb, pa, 0))) return NULL;
-  for (int j = 0; j < nsp; j++) /* n*s: two sizes of the valid padded view */
-    sh[lead + j] = tg_dim(x, lead + 2 * j) * s[j], en[lead + j] = sh[lead + j] - (s[j] - 1);
-  return tg_shrink(tg_reshape(x, sh, nd), st, en);
-}
-
-/* weight (G*Cin, Cout, *k) → (G*Cout, Cin, *k) with the kernel flipped: the conv2d weight
+/* weight (G*Cin, Cout, *k) → (G*Cout, Cin, *k) with the kernel flipped: the convolution weight
  * whose correlation with the dilated input is the transposed convolution. */
 static tg_tensor *transpose_weight(tg_tensor *w, int64_t groups, int nsp) {
   int nd = tg_ndim(w);
@@ -146,11 +30,11 @@ static tg_tensor *transpose_weight(tg_tensor *w, int64_t groups, int nsp) {
   return tg_reshape(tg_flip(g, flip, nsp), flat, nd);
 }
 
-/* The geometry of a convolution: stride, padding per side (negative: a crop, used by
- * conv_transpose2d), dilation, groups, over nsp spatial axes. Stored in the GRADFN node. */
+/* The geometry of a convolution: stride, padding per side (negative: a crop, used by the
+ * transposed convolutions), dilation, groups, over nsp spatial axes. Stored in the GRADFN node. */
 typedef struct conv_geom {
   int nsp;
-  int64_t groups, stride[NSP], pad_before[NSP], pad_after[NSP], dilation[NSP];
+  int64_t groups, stride[NN_MAX_NSP], pad_before[NN_MAX_NSP], pad_after[NN_MAX_NSP], dilation[NN_MAX_NSP];
 } conv_geom;
 
 /* The windows of x for g, broadcast against the weight: (N, G, Cout/G, *o, Cin, *k). */
@@ -205,7 +89,7 @@ static tg_tensor *conv_input_grad(tg_tensor *gy, tg_tensor *w, const int64_t *xs
  * 24 → 32, made conv2 and conv1 slower.) */
 static int64_t lane_padded_row(int64_t o, tg_dtype dt) {
   int lanes = short_pad_lanes(o, cpu_vector_lanes(tg_dtype_size(dt)));
-  return lanes ? ceildiv(o, lanes) * lanes : o;
+  return lanes ? (o + lanes - 1) / lanes * lanes : o;
 }
 
 /* Images per partial sum of a weight gradient. Summed over the whole batch at once, the kernel
@@ -235,7 +119,7 @@ static tg_tensor *conv_weight_grad(tg_tensor *gy, tg_tensor *x, tg_tensor *w, co
   int64_t o = tg_dim(gy, -1), row = lane_padded_row(o, tg_get_dtype(gy));
   conv_geom stored = *g;
   if (row != o) { /* x stored with the geometry's padding (or crop) and the extra columns */
-    int64_t zero[NSP] = {0}, gpad[NSP] = {0}, after[NSP];
+    int64_t zero[NN_MAX_NSP] = {0}, gpad[NN_MAX_NSP] = {0}, after[NN_MAX_NSP];
     gpad[last] = row - o;
     memcpy(after, g->pad_after, sizeof after);
     after[last] = (row - 1) * g->stride[last] + g->dilation[last] * (k[last] - 1) + 1 - tg_dim(x, -1) - g->pad_before[last];
@@ -294,7 +178,7 @@ static tg_tensor *conv_graph(tg_tensor *x, tg_tensor *w, const conv_geom *g) {
   } else if (x->u->op != OP_BUFFER) { /* the same for a computed input (relu of the layer before) */
     x = tg_contiguous(x);
   }
-  int64_t k[TG_MAX_DIMS] = {0}, out[TG_MAX_DIMS], arg[3 + 4 * NSP];
+  int64_t k[TG_MAX_DIMS] = {0}, out[TG_MAX_DIMS], arg[3 + 4 * NN_MAX_NSP];
   for (int j = 0; j < nsp; j++) k[j] = tg_dim(w, 2 + j);
   tg_tensor *win = conv_windows(x, k, tg_dim(w, 0), g);
   if (!win) return NULL;
@@ -329,22 +213,23 @@ static tg_tensor *conv_core(tg_tensor *x, tg_tensor *w, tg_tensor *bias, const i
 
 /* ---------------------------------------------------------------- argument checks */
 
-/* Copy a per-axis int parameter (NULL → dflt) and check it is >= lo. */
-static bool get_param(const char *op, const char *what, const int *p, int dflt, int lo, int64_t *out) {
-  for (int j = 0; j < NSP; j++) {
-    out[j] = p ? p[j] : dflt;
-    if (out[j] < lo) {
-      tensor_error("%s: %s must be >= %d, got (%d, %d)", op, what, lo, p[0], p[1]);
-      return false;
-    }
-  }
-  return true;
+/* Function names by spatial axes (index 0: an invalid count). */
+static const char *const conv_names[] = {"conv", "conv1d", "conv2d", "conv3d"};
+static const char *const convt_names[] = {"conv_transpose", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d"};
+
+static int name_index(int nsp) { return nsp >= 1 && nsp <= NN_MAX_NSP ? nsp : 0; }
+
+static bool check_nsp(const char *op, int nsp) {
+  if (name_index(nsp)) return true;
+  tensor_error("%s: %d spatial axes, expected 1, 2 or 3", op, nsp);
+  return false;
 }
 
-static bool check_rank4(const char *op, const char *what, tg_tensor *t) {
+/* x or weight: (N, C, *spatial) with nsp spatial axes, float. */
+static bool check_rank(const char *op, const char *what, tg_tensor *t, int nsp) {
   char b[256];
-  if (tg_ndim(t) == 4) return nn_need_float(op, what, t);
-  tensor_error("%s: %s must have 4 axes, got %s", op, what, NN_SHAPE(t, b));
+  if (tg_ndim(t) == nsp + 2) return nn_need_float(op, what, t);
+  tensor_error("%s: %s must have %d axes, got %s", op, what, nsp + 2, NN_SHAPE(t, b));
   return false;
 }
 
@@ -355,22 +240,11 @@ static bool check_groups(const char *op, int groups, int64_t a, const char *an, 
   return false;
 }
 
-/* The windows of a kernel k (stride s, dilation d) over a padded input of size `in` can be
- * built: every size on the way fits in int64. */
-static bool check_windows(const char *op, tg_tensor *x, int64_t in, int64_t k, int64_t s, int64_t d, int axis) {
-  window_axis wa;
-  char b[256];
-  if (window_axis_sizes(in, k, s, d, &wa)) return true;
-  shape_error("%s: a kernel of %lld (stride %lld, dilation %lld) over %lld positions on axis %d of x %s: the window "
-              "sizes overflow int64", op, (long long)k, (long long)s, (long long)d, (long long)in, axis, NN_SHAPE(x, b));
-  return false;
-}
-
 /* The dilated kernel must fit in the padded input: out = (in + 2p - d(k-1) - 1) / s + 1 >= 1. */
-static bool check_fits(const char *op, tg_tensor *x, tg_tensor *w, const int64_t *pad, const int64_t *st,
+static bool check_fits(const char *op, tg_tensor *x, tg_tensor *w, int nsp, const int64_t *pad, const int64_t *st,
                        const int64_t *dil) {
   char a[256], b[256];
-  for (int j = 0; j < NSP; j++) {
+  for (int j = 0; j < nsp; j++) {
     int64_t k = tg_dim(w, 2 + j), in, span; /* pad <= INT_MAX: 2 * pad fits */
     if (k < 1 || !ck_add(tg_dim(x, 2 + j), 2 * pad[j], &in) || !ck_mul(dil[j], k - 1, &span) || !ck_add(span, 1, &span))
       return tensor_error("%s: kernel %s with dilation %lld does not fit the padded input %s (axis %d)", op,
@@ -380,22 +254,22 @@ static bool check_fits(const char *op, tg_tensor *x, tg_tensor *w, const int64_t
                    NN_SHAPE(w, a), (long long)span, NN_SHAPE(x, b), (long long)in, 2 + j);
       return false;
     }
-    if (!check_windows(op, x, in, k, st[j], dil[j], 2 + j)) return false;
+    if (!nn_check_windows(op, x, in, k, st[j], dil[j], 2 + j)) return false;
   }
   return true;
 }
 
 /* ---------------------------------------------------------------- convolutions */
 
-tg_tensor *tg_conv2d(tg_tensor *x, tg_tensor *weight, tg_tensor *bias, const int stride[2], const int padding[2],
-                     const int dilation[2], int groups) {
-  const char *op = "conv2d";
+tg_tensor *tg_conv(tg_tensor *x, tg_tensor *weight, tg_tensor *bias, int nsp, const int *stride, const int *padding,
+                   const int *dilation, int groups) {
+  const char *op = conv_names[name_index(nsp)];
   if (!x || !weight) return null_arg(op);
-  int64_t st[NSP], pad[NSP], dil[NSP];
+  int64_t st[NN_MAX_NSP], pad[NN_MAX_NSP], dil[NN_MAX_NSP];
   char a[256], b[256];
-  if (!check_rank4(op, "x", x) || !check_rank4(op, "weight", weight) ||
-      !get_param(op, "stride", stride, 1, 1, st) || !get_param(op, "padding", padding, 0, 0, pad) ||
-      !get_param(op, "dilation", dilation, 1, 1, dil) ||
+  if (!check_nsp(op, nsp) || !check_rank(op, "x", x, nsp) || !check_rank(op, "weight", weight, nsp) ||
+      !nn_spatial_param(op, "stride", stride, nsp, 1, 1, st) || !nn_spatial_param(op, "padding", padding, nsp, 0, 0, pad) ||
+      !nn_spatial_param(op, "dilation", dilation, nsp, 1, 1, dil) ||
       !check_groups(op, groups, tg_dim(x, 1), "input channels", tg_dim(weight, 0), "output channels"))
     return NULL;
   int64_t cin;
@@ -405,19 +279,35 @@ tg_tensor *tg_conv2d(tg_tensor *x, tg_tensor *weight, tg_tensor *bias, const int
   if (cin != tg_dim(x, 1))
     return tensor_error("%s: weight %s expects %lld input channels (%d groups), x %s has %lld", op,
                         NN_SHAPE(weight, a), (long long)cin, groups, NN_SHAPE(x, b), (long long)tg_dim(x, 1));
-  if (!nn_check_channel_param(op, "bias", bias, tg_dim(weight, 0)) || !check_fits(op, x, weight, pad, st, dil))
+  if (!nn_check_channel_param(op, "bias", bias, tg_dim(weight, 0)) || !check_fits(op, x, weight, nsp, pad, st, dil))
     return NULL;
   tg_scope *s = tg_scope_begin();
-  return finish(s, conv_core(x, weight, bias, st, pad, pad, dil, groups, NSP));
+  return nn_finish(s, conv_core(x, weight, bias, st, pad, pad, dil, groups, nsp));
+}
+
+tg_tensor *tg_conv1d(tg_tensor *x, tg_tensor *weight, tg_tensor *bias, const int stride[1], const int padding[1],
+                     const int dilation[1], int groups) {
+  return tg_conv(x, weight, bias, 1, stride, padding, dilation, groups);
+}
+
+tg_tensor *tg_conv2d(tg_tensor *x, tg_tensor *weight, tg_tensor *bias, const int stride[2], const int padding[2],
+                     const int dilation[2], int groups) {
+  return tg_conv(x, weight, bias, 2, stride, padding, dilation, groups);
+}
+
+tg_tensor *tg_conv3d(tg_tensor *x, tg_tensor *weight, tg_tensor *bias, const int stride[3], const int padding[3],
+                     const int dilation[3], int groups) {
+  return tg_conv(x, weight, bias, 3, stride, padding, dilation, groups);
 }
 
 /* The transposed convolution is a convolution (stride 1) of the input dilated by the stride,
  * (n-1)*s + 1, padded by before = d(k-1) - p and after = before + output_padding (negative: a
  * crop); its output is (n-1)*s - 2p + d(k-1) + output_padding + 1. Fills before/after. */
-static bool check_transpose_sizes(const char *op, tg_tensor *x, tg_tensor *w, const int64_t *st, const int64_t *pad,
-                                  const int64_t *opad, const int64_t *dil, int64_t *before, int64_t *after) {
+static bool check_transpose_sizes(const char *op, tg_tensor *x, tg_tensor *w, int nsp, const int64_t *st,
+                                  const int64_t *pad, const int64_t *opad, const int64_t *dil, int64_t *before,
+                                  int64_t *after) {
   char a[256], b[256];
-  for (int j = 0; j < NSP; j++) {
+  for (int j = 0; j < nsp; j++) {
     if (opad[j] >= st[j] && opad[j] >= dil[j])
       return tensor_error("%s: output_padding %lld must be smaller than stride %lld or dilation %lld", op,
                           (long long)opad[j], (long long)st[j], (long long)dil[j]), false;
@@ -434,22 +324,21 @@ static bool check_transpose_sizes(const char *op, tg_tensor *x, tg_tensor *w, co
     if (out < 1)
       return tensor_error("%s: x %s with weight %s gives an empty output (size %lld on axis %d)", op,
                           NN_SHAPE(x, a), NN_SHAPE(w, b), (long long)out, 2 + j), false;
-    if (!check_windows(op, x, in, k, 1, dil[j], 2 + j)) return false;
+    if (!nn_check_windows(op, x, in, k, 1, dil[j], 2 + j)) return false;
   }
   return true;
 }
 
-tg_tensor *tg_conv_transpose2d(tg_tensor *x, tg_tensor *weight, tg_tensor *bias, const int stride[2],
-                               const int padding[2], const int output_padding[2], const int dilation[2],
-                               int groups) {
-  const char *op = "conv_transpose2d";
+tg_tensor *tg_conv_transpose(tg_tensor *x, tg_tensor *weight, tg_tensor *bias, int nsp, const int *stride,
+                             const int *padding, const int *output_padding, const int *dilation, int groups) {
+  const char *op = convt_names[name_index(nsp)];
   if (!x || !weight) return null_arg(op);
-  int64_t st[NSP], pad[NSP], opad[NSP], dil[NSP];
+  int64_t st[NN_MAX_NSP], pad[NN_MAX_NSP], opad[NN_MAX_NSP], dil[NN_MAX_NSP];
   char a[256], b[256];
-  if (!check_rank4(op, "x", x) || !check_rank4(op, "weight", weight) ||
-      !get_param(op, "stride", stride, 1, 1, st) || !get_param(op, "padding", padding, 0, 0, pad) ||
-      !get_param(op, "output_padding", output_padding, 0, 0, opad) ||
-      !get_param(op, "dilation", dilation, 1, 1, dil))
+  if (!check_nsp(op, nsp) || !check_rank(op, "x", x, nsp) || !check_rank(op, "weight", weight, nsp) ||
+      !nn_spatial_param(op, "stride", stride, nsp, 1, 1, st) || !nn_spatial_param(op, "padding", padding, nsp, 0, 0, pad) ||
+      !nn_spatial_param(op, "output_padding", output_padding, nsp, 0, 0, opad) ||
+      !nn_spatial_param(op, "dilation", dilation, nsp, 1, 1, dil))
     return NULL;
   if (tg_dim(weight, 0) != tg_dim(x, 1))
     return tensor_error("%s: weight %s expects %lld input channels, x %s has %lld", op, NN_SHAPE(weight, a),
@@ -457,67 +346,29 @@ tg_tensor *tg_conv_transpose2d(tg_tensor *x, tg_tensor *weight, tg_tensor *bias,
   if (groups < 1 || tg_dim(x, 1) % groups)
     return tensor_error("%s: groups = %d must be >= 1 and divide the %lld input channels", op, groups,
                         (long long)tg_dim(x, 1));
-  int64_t cout, before[NSP], after[NSP];
+  int64_t cout, before[NN_MAX_NSP], after[NN_MAX_NSP], one[NN_MAX_NSP] = {1, 1, 1};
   if (!ck_mul(tg_dim(weight, 1), groups, &cout))
     return shape_error("%s: %lld output channels per group times %d groups overflow int64", op,
                        (long long)tg_dim(weight, 1), groups);
   if (!nn_check_channel_param(op, "bias", bias, cout) ||
-      !check_transpose_sizes(op, x, weight, st, pad, opad, dil, before, after))
+      !check_transpose_sizes(op, x, weight, nsp, st, pad, opad, dil, before, after))
     return NULL;
   tg_scope *s = tg_scope_begin();
-  tg_tensor *xd = dilate_input(x, st, NSP), *w = transpose_weight(weight, groups, NSP);
-  int64_t one[NSP] = {1, 1};
-  return finish(s, conv_core(xd, w, bias, one, before, after, dil, groups, NSP));
+  tg_tensor *xd = dilate_input(x, st, nsp), *w = transpose_weight(weight, groups, nsp);
+  return nn_finish(s, conv_core(xd, w, bias, one, before, after, dil, groups, nsp));
 }
 
-/* ---------------------------------------------------------------- pooling */
-
-/* pool_windows builds views of rank ndim + 2*NSP (a (k, o, s) split of each spatial axis). */
-enum { POOL_MAX_RANK = TG_MAX_DIMS - 2 * NSP };
-
-static bool check_pool(const char *op, tg_tensor *x, const int *kernel, const int64_t *k, const int64_t *st,
-                       const int64_t *pad) {
-  char b[256];
-  if (tg_ndim(x) < 2) return tensor_error("%s: x %s needs at least 2 axes", op, NN_SHAPE(x, b)), false;
-  if (tg_ndim(x) > POOL_MAX_RANK)
-    return shape_error("%s: x has rank %d, at most %d can be pooled", op, tg_ndim(x), POOL_MAX_RANK), false;
-  if (!nn_need_float(op, "x", x)) return false;
-  for (int j = 0; j < NSP; j++) {
-    if (pad[j] > k[j] / 2)
-      return tensor_error("%s: padding (%lld, %lld) must be at most half the kernel (%d, %d)", op, (long long)pad[0],
-                          (long long)pad[1], kernel[0], kernel[1]), false;
-    int64_t in; /* pad <= INT_MAX: 2 * pad fits */
-    if (!ck_add(tg_dim(x, -2 + j), 2 * pad[j], &in) || k[j] > in)
-      return tensor_error("%s: kernel (%d, %d) larger than the padded input %s (+%lld padding)", op, kernel[0],
-                          kernel[1], NN_SHAPE(x, b), (long long)pad[j]), false;
-    if (!check_windows(op, x, in, k[j], st[j], 1, tg_ndim(x) - 2 + j)) return false;
-  }
-  return true;
+tg_tensor *tg_conv_transpose1d(tg_tensor *x, tg_tensor *weight, tg_tensor *bias, const int stride[1],
+                               const int padding[1], const int output_padding[1], const int dilation[1], int groups) {
+  return tg_conv_transpose(x, weight, bias, 1, stride, padding, output_padding, dilation, groups);
 }
 
-/* Windows (..., oh, ow, kh, kw) of x padded with `fill`, or NULL after an argument error. */
-static tg_tensor *pool_args(const char *op, tg_tensor *x, const int kernel[2], const int stride[2],
-                            const int padding[2], double fill) {
-  int64_t k[NSP], st[NSP], pad[NSP], one[NSP] = {1, 1};
-  if (!kernel) return tensor_error("%s: kernel is NULL", op);
-  if (!get_param(op, "kernel", kernel, 1, 1, k) || !get_param(op, "padding", padding, 0, 0, pad)) return NULL;
-  if (stride ? !get_param(op, "stride", stride, 1, 1, st) : !get_param(op, "kernel", kernel, 1, 1, st)) return NULL;
-  if (!check_pool(op, x, kernel, k, st, pad)) return NULL;
-  return pool_windows(pad_or_crop(x, pad, pad, NSP, fill), k, st, one, NSP);
+tg_tensor *tg_conv_transpose2d(tg_tensor *x, tg_tensor *weight, tg_tensor *bias, const int stride[2],
+                               const int padding[2], const int output_padding[2], const int dilation[2], int groups) {
+  return tg_conv_transpose(x, weight, bias, 2, stride, padding, output_padding, dilation, groups);
 }
 
-tg_tensor *tg_max_pool2d(tg_tensor *x, const int kernel[2], const int stride[2], const int padding[2]) {
-  if (!x) return null_arg("max_pool2d");
-  tg_scope *s = tg_scope_begin();
-  int axes[2] = {-2, -1};
-  tg_tensor *w = pool_args("max_pool2d", x, kernel, stride, padding, -INFINITY);
-  return finish(s, w ? tg_max(w, axes, 2, false) : NULL);
-}
-
-tg_tensor *tg_avg_pool2d(tg_tensor *x, const int kernel[2], const int stride[2], const int padding[2]) {
-  if (!x) return null_arg("avg_pool2d");
-  tg_scope *s = tg_scope_begin();
-  int axes[2] = {-2, -1};
-  tg_tensor *w = pool_args("avg_pool2d", x, kernel, stride, padding, 0);
-  return finish(s, w ? tg_mean(w, axes, 2, false) : NULL);
+tg_tensor *tg_conv_transpose3d(tg_tensor *x, tg_tensor *weight, tg_tensor *bias, const int stride[3],
+                               const int padding[3], const int output_padding[3], const int dilation[3], int groups) {
+  return tg_conv_transpose(x, weight, bias, 3, stride, padding, output_padding, dilation, groups);
 }
