@@ -370,6 +370,36 @@ tg_tensor *tg_gather(tg_tensor *t, int axis, tg_tensor *index);
 tg_tensor *tg_index_select(tg_tensor *t, int axis, tg_tensor *index);
 /** One-hot: shape index.shape + (num_classes,), dtype. */
 tg_tensor *tg_one_hot(tg_tensor *index, int64_t num_classes, tg_dtype dtype);
+/** torch.scatter: t with out[index[i][j]][j] = src[i][j] along axis (index and src have t's
+ *  rank; index fits in src and, but on axis, in t). Duplicate targets: the last one wins. */
+tg_tensor *tg_scatter(tg_tensor *t, int axis, tg_tensor *index, tg_tensor *src);
+/** The reductions of tg_scatter_reduce (torch's "sum", "prod", "mean", "amax", "amin"). */
+typedef enum tg_scatter_op { TG_SCATTER_SUM, TG_SCATTER_PROD, TG_SCATTER_MEAN, TG_SCATTER_AMAX, TG_SCATTER_AMIN } tg_scatter_op;
+/** torch.scatter_reduce: every src value reduced into the element of t its index points at;
+ *  include_self: t's value takes part (else an element that gets values loses it). */
+tg_tensor *tg_scatter_reduce(tg_tensor *t, int axis, tg_tensor *index, tg_tensor *src, tg_scatter_op reduce,
+                             bool include_self);
+/** torch.scatter_add: tg_scatter_reduce with TG_SCATTER_SUM, include_self. */
+tg_tensor *tg_scatter_add(tg_tensor *t, int axis, tg_tensor *index, tg_tensor *src);
+/** torch.masked_fill: value where the bool mask (broadcast to t's shape) is true. */
+tg_tensor *tg_masked_fill(tg_tensor *t, tg_tensor *mask, double value);
+/** torch.masked_select: the 1-D tensor of t's elements where mask is true (both broadcast).
+ *  Reads the mask on the host (realizes it): the output size depends on the data. */
+tg_tensor *tg_masked_select(tg_tensor *t, tg_tensor *mask);
+/** torch.nonzero: (count, ndim) int64 coordinates of the nonzero elements, row-major order.
+ *  Realizes t and computes on the host. */
+tg_tensor *tg_nonzero(tg_tensor *t);
+/** torch.repeat_interleave with a tensor: element i of axis repeated repeats[i] times (repeats
+ *  0-d or 1-D int; TG_ALL_AXES: the flattened t). Reads repeats on the host (realizes it). */
+tg_tensor *tg_repeat_interleave_t(tg_tensor *t, tg_tensor *repeats, int axis);
+/** Sort along axis (stable; NaN after +inf, like torch.sort(stable=True)); fills *values and
+ *  *indices (int64 positions; either may be NULL). 0 or a negative tg_status. */
+int tg_sort(tg_tensor *t, int axis, bool descending, tg_tensor **values, tg_tensor **indices);
+/** torch.argsort (stable): the int64 positions that sort t along axis. */
+tg_tensor *tg_argsort(tg_tensor *t, int axis, bool descending);
+/** torch.topk: the k largest (largest) or smallest values along axis, sorted, and their int64
+ *  positions (ties: the lower position first). Either output may be NULL. */
+int tg_topk(tg_tensor *t, int64_t k, int axis, bool largest, tg_tensor **values, tg_tensor **indices);
 
 /* ------------------------------------------------------------ linear */
 

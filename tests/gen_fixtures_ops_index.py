@@ -32,6 +32,7 @@ Parameter layout per op (in[] = inputs; absent inputs are None):
 """
 import math
 import os
+import warnings
 
 import numpy as np
 import torch
@@ -44,6 +45,7 @@ OPS = ["PAD", "PAD_MODE", "ROLL", "TRIL", "TRIU", "DIAGONAL", "DIAG", "MESHGRID"
 MAX_IN, MAX_OUT, MAX_RANK, MAX_IP, MAX_FP = 4, 3, 6, 16, 3
 ALL_AXES = -1000000
 
+warnings.filterwarnings("ignore", message="scatter_reduce")
 rng = np.random.default_rng(12)
 TORCH_DT = {"TG_FLOAT32": torch.float32, "TG_FLOAT64": torch.float64, "TG_FLOAT16": torch.float16,
             "TG_INT32": torch.int32, "TG_INT64": torch.int64, "TG_UINT8": torch.uint8, "TG_BOOL": torch.bool,
@@ -215,6 +217,131 @@ for reps, axis, shape in ((2, 0, (3,)), (3, 1, (2, 3)), (2, ALL_AXES, (2, 2)), (
          lambda x, r=reps, a=axis: x.repeat_interleave(r, None if a == ALL_AXES else a), ip=[reps, axis])
 case("repeat_interleave_int", "REPEAT_INTERLEAVE", [In(ints(0, 9, 2, 2), "TG_INT64")],
      lambda x: x.repeat_interleave(2, 1), ip=[2, 1])
+
+
+# ------------------------------------------------------------------ gather, scatter
+def idx(hi, *shape):
+    return In(ints(0, hi, *shape), "TG_INT64")
+
+
+for axis, xs, ishape in ((0, (4, 3), (2, 3)), (1, (4, 3), (4, 5)), (2, (2, 3, 4), (2, 2, 6)), (-2, (3, 5, 2), (2, 7, 1))):
+    case(f"gather_{axis}_{len(xs)}d", "GATHER", [In(randn(*xs)), idx(xs[axis], *ishape)],
+         lambda x, i, a=axis: torch.gather(x, a, i), ip=[axis])
+case("gather_int32_idx32", "GATHER", [In(ints(-9, 9, 3, 4), "TG_INT32"), In(ints(0, 4, 3, 2), "TG_INT32")],
+     lambda x, i: torch.gather(x, 1, i.long()), ip=[1])
+case("gather_bool", "GATHER", [In(ints(0, 2, 5), "TG_BOOL"), idx(5, 7)], lambda x, i: torch.gather(x, 0, i), ip=[0])
+case("gather_f64", "GATHER", [In(randn(3, 3), "TG_FLOAT64"), idx(3, 2, 3)], lambda x, i: torch.gather(x, 0, i), ip=[0])
+
+
+def perm_index(m, k, *rest):
+    """Distinct targets along axis 0 (no duplicates: the gradient of scatter is then PyTorch's)."""
+    a = np.stack([rng.permutation(m)[:k] for _ in range(int(np.prod(rest)))], -1).reshape((k,) + rest)
+    return In(a.astype(np.float64), "TG_INT64")
+
+
+case("scatter_0", "SCATTER", [In(randn(5, 3)), perm_index(5, 3, 3), In(randn(3, 3))],
+     lambda x, i, s: torch.scatter(x, 0, i, s), ip=[0])
+case("scatter_1_small_index", "SCATTER", [In(randn(3, 6)), In(np.array([[5, 0], [1, 2]], np.float64), "TG_INT64"),
+                                          In(randn(2, 3))], lambda x, i, s: torch.scatter(x, 1, i, s), ip=[1],
+     grad=False)  # PyTorch's backward fails when src is larger than index
+case("scatter_dup_last_wins", "SCATTER", [In(randn(4)), In(np.array([1, 3, 1, 1, 0], np.float64), "TG_INT64"),
+                                          In(randn(5))], lambda x, i, s: torch.scatter(x, 0, i, s), ip=[0], grad=False)
+case("scatter_int", "SCATTER", [In(ints(-9, 9, 2, 4), "TG_INT32"), In(ints(0, 4, 2, 4), "TG_INT64"),
+                                In(ints(-9, 9, 2, 4), "TG_INT32")], lambda x, i, s: torch.scatter(x, 1, i, s), ip=[1])
+case("scatter_3d_axis2", "SCATTER", [In(randn(2, 3, 4)), In(np.stack([[rng.permutation(4)[:2] for _ in range(3)]
+                                     for _ in range(2)]).astype(np.float64), "TG_INT64"), In(randn(2, 3, 2))],
+     lambda x, i, s: torch.scatter(x, 2, i, s), ip=[2])
+
+RED = {"sum": 0, "prod": 1, "mean": 2, "amax": 3, "amin": 4}
+dup = In(np.array([[0, 2, 0, 2, 0, 3], [1, 1, 3, 3, 1, 0]], np.float64).T, "TG_INT64")  # (6, 2), column-wise dups
+for red in RED:
+    for inc in (True, False):
+        x, src = randn(5, 2), randn(6, 2)
+        if red in ("amax", "amin"):  # ties: two sources equal, and a source equal to self
+            src[2, 0] = src[0, 0]
+            src[3, 1] = x[3, 1]
+        if red == "prod":
+            src[4, 0] = 0.0  # an exact zero in a product
+        case(f"scatter_reduce_{red}_{'self' if inc else 'noself'}", "SCATTER_REDUCE", [In(x), dup, In(src)],
+             lambda x, i, s, r=red, c=inc: torch.scatter_reduce(x, 0, i, s, r, include_self=c),
+             ip=[0, RED[red], int(inc)], tol=1e-5)
+        case(f"scatter_reduce_{red}_{'self' if inc else 'noself'}_int", "SCATTER_REDUCE",
+             [In(ints(-5, 6, 4, 3), "TG_INT32"), In(ints(0, 4, 5, 3), "TG_INT64"), In(ints(-5, 6, 5, 3), "TG_INT32")],
+             lambda x, i, s, r=red, c=inc: torch.scatter_reduce(x, 0, i, s, r, include_self=c), ip=[0, RED[red], int(inc)])
+case("scatter_reduce_sum_axis1_f64", "SCATTER_REDUCE", [In(randn(2, 3), "TG_FLOAT64"), idx(3, 2, 5),
+                                                       In(randn(2, 6), "TG_FLOAT64")],
+     lambda x, i, s: torch.scatter_reduce(x, 1, i, s, "sum"), ip=[1, 0, 1], grad=False)
+case("scatter_reduce_amax_axis1_small", "SCATTER_REDUCE", [In(randn(3, 4)), idx(4, 2, 3), In(randn(2, 5))],
+     lambda x, i, s: torch.scatter_reduce(x, 1, i, s, "amax", include_self=False), ip=[1, 3, 0], grad=False)
+case("scatter_reduce_mean_axis1_grad", "SCATTER_REDUCE", [In(randn(3, 4)), idx(4, 3, 6), In(randn(3, 6))],
+     lambda x, i, s: torch.scatter_reduce(x, 1, i, s, "mean", include_self=True), ip=[1, 2, 1])
+
+# ------------------------------------------------------------------ masks, nonzero
+mask = lambda *shape: In(rng.uniform(0, 1, shape) < 0.4, "TG_BOOL")
+case("masked_fill", "MASKED_FILL", [In(randn(3, 4)), mask(3, 4)], lambda x, m: x.masked_fill(m, 2.5), fp=[2.5])
+case("masked_fill_bcast", "MASKED_FILL", [In(randn(2, 3, 4)), mask(3, 1)], lambda x, m: x.masked_fill(m, -1.0), fp=[-1.0])
+case("masked_fill_int", "MASKED_FILL", [In(ints(-9, 9, 4, 2), "TG_INT64"), mask(4, 2)], lambda x, m: x.masked_fill(m, 7),
+     fp=[7])
+case("masked_fill_inf", "MASKED_FILL", [In(randn(5)), mask(5)], lambda x, m: x.masked_fill(m, -math.inf), fp=[-math.inf])
+case("masked_select", "MASKED_SELECT", [In(randn(3, 4)), mask(3, 4)], torch.masked_select)
+case("masked_select_bcast_both", "MASKED_SELECT", [In(randn(3, 1)), mask(2, 1, 4)], torch.masked_select)
+case("masked_select_none", "MASKED_SELECT", [In(randn(2, 2)), In(np.zeros((2, 2)), "TG_BOOL")], torch.masked_select)
+case("masked_select_int", "MASKED_SELECT", [In(ints(-9, 9, 6), "TG_INT32"), mask(6)], torch.masked_select)
+nz = randn(3, 4)
+nz[rng.uniform(0, 1, nz.shape) < 0.5] = 0
+case("nonzero_2d", "NONZERO", [In(nz, grad=False)], torch.nonzero)
+case("nonzero_3d_int", "NONZERO", [In(ints(-1, 2, 2, 3, 2), "TG_INT32")], torch.nonzero)
+case("nonzero_bool_none", "NONZERO", [In(np.zeros((3,)), "TG_BOOL")], torch.nonzero)
+case("nonzero_scalar", "NONZERO", [In(np.array(2.0), grad=False)], torch.nonzero)
+case("nonzero_nan_is_nonzero", "NONZERO", [In(np.array([0.0, math.nan, -0.0, 1.0]), grad=False)], torch.nonzero)
+case("repeat_interleave_t", "REPEAT_INTERLEAVE_T", [In(randn(3, 2)), In(np.array([2, 0, 3.0]), "TG_INT64")],
+     lambda x, r: x.repeat_interleave(r, 0), ip=[0])
+case("repeat_interleave_t_flat", "REPEAT_INTERLEAVE_T", [In(randn(2, 2)), In(np.array([1, 2, 0, 1.0]), "TG_INT32")],
+     lambda x, r: x.repeat_interleave(r), ip=[ALL_AXES])
+case("repeat_interleave_t_one", "REPEAT_INTERLEAVE_T", [In(randn(2, 3)), In(np.array(2.0), "TG_INT64")],
+     lambda x, r: x.repeat_interleave(r, 1), ip=[1])
+
+# ------------------------------------------------------------------ sort, argsort, topk
+special = np.array([3.0, 1.0, math.nan, 1.0, 2.0, math.nan, -math.inf, math.inf, -0.5, 2.0, 1.0, 0.0, -7.0])
+
+
+def sort_case(name, data, axis, desc, dtype="TG_FLOAT32", grad=True):
+    x = In(data, dtype, grad=grad)
+    case(f"sort_{name}", "SORT", [x], lambda x, a=axis, d=desc: list(torch.sort(x, dim=a, descending=d, stable=True)),
+         ip=[axis, int(desc)], grad=grad)
+    case(f"argsort_{name}", "ARGSORT", [x], lambda x, a=axis, d=desc: torch.sort(x, dim=a, descending=d, stable=True)[1],
+         ip=[axis, int(desc)], grad=False)
+
+
+sort_case("special_asc", special, 0, False, grad=False)
+sort_case("special_desc", special, 0, True, grad=False)
+sort_case("rows_7", randn(3, 7), 1, False)
+sort_case("axis0_desc", randn(5, 3), 0, True)
+sort_case("3d_axis1", randn(2, 6, 3), 1, False)
+sort_case("ties_int", ints(-3, 3, 4, 9), -1, False, "TG_INT32")
+sort_case("ties_int_desc", ints(-3, 3, 4, 9), -1, True, "TG_INT64")
+sort_case("bool", ints(0, 2, 10), 0, True, "TG_BOOL")
+sort_case("one", randn(3, 1), 1, False)
+sort_case("empty", randn(0, 4), 0, False, grad=False)
+sort_case("f64_16", randn(16), 0, True, "TG_FLOAT64")
+sort_case("uint8_33", ints(0, 256, 33), 0, False, "TG_UINT8")
+case("sort_f16", "SORT", [In(randn(11), "TG_FLOAT16")],
+     lambda x: [t.to(torch.float16) if t.dtype.is_floating_point else t
+                for t in torch.sort(x.float(), stable=True)], ip=[0, 0], grad=False)
+
+
+def topk_case(name, data, k, axis, largest):
+    def ref(x, k=k, a=axis, l=largest):  # torch.topk's order among ties is unspecified: a stable sort's
+        v, i = torch.sort(x, dim=a, descending=l, stable=True)
+        return [v.narrow(a, 0, k), i.narrow(a, 0, k)]
+    case(f"topk_{name}", "TOPK", [In(data)], ref, ip=[k, axis, int(largest)])
+
+
+topk_case("3_of_10", randn(10), 3, 0, True)
+topk_case("smallest_2_rows", randn(4, 6), 2, 1, False)
+topk_case("axis0_ties", np.round(randn(7, 3)), 4, 0, True)
+topk_case("all", randn(5), 5, -1, True)
+topk_case("zero", randn(2, 5), 0, 1, True)
 
 
 # ------------------------------------------------------------------ writing

@@ -95,11 +95,45 @@ static int r_repeat_interleave(const oifx_case *c, tg_tensor **in, tg_tensor **o
   return ONE(tg_repeat_interleave(in[0], c->ip[0], (int)c->ip[1]));
 }
 
+static int r_repeat_interleave_t(const oifx_case *c, tg_tensor **in, tg_tensor **out) {
+  return ONE(tg_repeat_interleave_t(in[0], in[1], (int)c->ip[0]));
+}
+static int r_gather(const oifx_case *c, tg_tensor **in, tg_tensor **out) { return ONE(tg_gather(in[0], (int)c->ip[0], in[1])); }
+static int r_scatter(const oifx_case *c, tg_tensor **in, tg_tensor **out) {
+  return ONE(tg_scatter(in[0], (int)c->ip[0], in[1], in[2]));
+}
+static int r_scatter_reduce(const oifx_case *c, tg_tensor **in, tg_tensor **out) {
+  return ONE(tg_scatter_reduce(in[0], (int)c->ip[0], in[1], in[2], (tg_scatter_op)c->ip[1], c->ip[2] != 0));
+}
+static int r_masked_fill(const oifx_case *c, tg_tensor **in, tg_tensor **out) {
+  return ONE(tg_masked_fill(in[0], in[1], c->fp[0]));
+}
+static int r_masked_select(const oifx_case *c, tg_tensor **in, tg_tensor **out) {
+  (void)c;
+  return ONE(tg_masked_select(in[0], in[1]));
+}
+static int r_nonzero(const oifx_case *c, tg_tensor **in, tg_tensor **out) { (void)c; return ONE(tg_nonzero(in[0])); }
+static int r_sort(const oifx_case *c, tg_tensor **in, tg_tensor **out) {
+  CHECK(tg_sort(in[0], (int)c->ip[0], c->ip[1] != 0, &out[0], &out[1]) == 0);
+  return 2;
+}
+static int r_argsort(const oifx_case *c, tg_tensor **in, tg_tensor **out) {
+  return ONE(tg_argsort(in[0], (int)c->ip[0], c->ip[1] != 0));
+}
+static int r_topk(const oifx_case *c, tg_tensor **in, tg_tensor **out) {
+  CHECK(tg_topk(in[0], c->ip[0], (int)c->ip[1], c->ip[2] != 0, &out[0], &out[1]) == 0);
+  return 2;
+}
+
 static const fx_runner runners[] = {
     [OIFX_PAD] = r_pad,           [OIFX_PAD_MODE] = r_pad_mode,   [OIFX_ROLL] = r_roll,
     [OIFX_TRIL] = r_tril,         [OIFX_TRIU] = r_triu,           [OIFX_DIAGONAL] = r_diagonal,
     [OIFX_DIAG] = r_diag,         [OIFX_MESHGRID] = r_meshgrid,   [OIFX_UNFOLD] = r_unfold,
     [OIFX_UNFLATTEN] = r_unflatten, [OIFX_REPEAT_INTERLEAVE] = r_repeat_interleave,
+    [OIFX_REPEAT_INTERLEAVE_T] = r_repeat_interleave_t, [OIFX_GATHER] = r_gather, [OIFX_SCATTER] = r_scatter,
+    [OIFX_SCATTER_REDUCE] = r_scatter_reduce, [OIFX_MASKED_FILL] = r_masked_fill,
+    [OIFX_MASKED_SELECT] = r_masked_select, [OIFX_NONZERO] = r_nonzero, [OIFX_SORT] = r_sort,
+    [OIFX_ARGSORT] = r_argsort, [OIFX_TOPK] = r_topk,
 };
 
 /* Forward check of one case, float inputs computed in `as` (TG_DTYPE_COUNT: their own dtype). */
@@ -160,3 +194,13 @@ FX_TESTS(meshgrid, MESHGRID)
 FX_TESTS(unfold, UNFOLD)
 FX_TESTS(unflatten, UNFLATTEN)
 FX_TESTS(repeat_interleave, REPEAT_INTERLEAVE)
+FX_TESTS(repeat_interleave_t, REPEAT_INTERLEAVE_T)
+FX_TESTS(gather, GATHER)
+FX_TESTS(scatter, SCATTER)
+FX_TESTS(scatter_reduce, SCATTER_REDUCE)
+FX_TESTS(masked_fill, MASKED_FILL)
+FX_TESTS(masked_select, MASKED_SELECT)
+FX_TEST(nonzero, NONZERO)
+FX_TESTS(sort, SORT)
+FX_TEST(argsort, ARGSORT)
+FX_TESTS(topk, TOPK)
