@@ -407,6 +407,10 @@ int tg_topk(tg_tensor *t, int64_t k, int axis, bool largest, tg_tensor **values,
 tg_tensor *tg_matmul(tg_tensor *a, tg_tensor *b);
 /** Dot product of two 1-D tensors (also any numpy dot via matmul). */
 tg_tensor *tg_dot(tg_tensor *a, tg_tensor *b);
+/** torch.einsum over n operands, e.g. "bij,bjk->bik": labels a-z and A-Z, one "..." per term
+ *  (broadcast axes); without "->" the output is the "..." axes, then the labels used once, in
+ *  order. A repeated label in a term takes a diagonal. */
+tg_tensor *tg_einsum(const char *equation, tg_tensor **operands, int n);
 
 #ifdef __cplusplus
 }

@@ -344,6 +344,39 @@ topk_case("all", randn(5), 5, -1, True)
 topk_case("zero", randn(2, 5), 0, 1, True)
 
 
+# ------------------------------------------------------------------ einsum
+def einsum_case(name, eq, shapes, dtype="TG_FLOAT32", tol=1e-5):
+    ins = [In(randn(*sh) if dtype in FLOATS else ints(-5, 6, *sh), dtype) for sh in shapes]
+    case(f"einsum_{name}", "EINSUM", ins, lambda *xs: torch.einsum(eq, *xs), s=eq, tol=tol)
+
+
+einsum_case("matmul", "ij,jk->ik", [(3, 4), (4, 5)])
+einsum_case("bmm", "bij,bjk->bik", [(2, 3, 4), (2, 4, 2)])
+einsum_case("implicit_matmul", "ij,jk", [(2, 3), (3, 2)])
+einsum_case("transpose", "ij->ji", [(2, 3)])
+einsum_case("trace", "ii", [(4, 4)])
+einsum_case("diag", "ii->i", [(3, 3)])
+einsum_case("batch_diag", "bii->bi", [(2, 3, 3)])
+einsum_case("sum_all", "ijk->", [(2, 3, 4)])
+einsum_case("row_sums", "ij->i", [(3, 5)])
+einsum_case("outer", "i,j->ij", [(3,), (4,)])
+einsum_case("dot", "i,i->", [(5,), (5,)])
+einsum_case("hadamard", "ij,ij->ij", [(2, 3), (2, 3)])
+einsum_case("three", "ij,jk,kl->il", [(2, 3), (3, 4), (4, 2)])
+einsum_case("attention", "bhqd,bhkd->bhqk", [(2, 2, 3, 4), (2, 2, 5, 4)])
+einsum_case("ellipsis_bcast", "...ij,...jk->...ik", [(2, 1, 2, 3), (4, 3, 5)])
+einsum_case("ellipsis_implicit", "...i,i", [(2, 3, 4), (4,)])
+einsum_case("ellipsis_sum", "...ij->j", [(2, 3, 4)])
+einsum_case("upper_labels", "Ab,bC->CA", [(2, 3), (3, 4)])
+einsum_case("repeat_and_contract", "iij,jk->ik", [(3, 3, 2), (2, 4)])
+einsum_case("label_only_in_one", "ij,jk->i", [(2, 3), (3, 4)])
+einsum_case("spaces", " i j , j k -> i k ", [(2, 3), (3, 2)])
+einsum_case("bcast_label", "ij,ij->ij", [(2, 3), (1, 3)])
+einsum_case("f64", "bij,bkj->bik", [(2, 3, 4), (2, 2, 4)], "TG_FLOAT64", 1e-12)
+einsum_case("int_contract", "ij,jk->ik", [(2, 3), (3, 2)], "TG_INT32")
+einsum_case("scalar_operand", ",ij->ij", [(), (2, 2)])
+
+
 # ------------------------------------------------------------------ writing
 
 

@@ -125,6 +125,8 @@ static int r_topk(const oifx_case *c, tg_tensor **in, tg_tensor **out) {
   return 2;
 }
 
+static int r_einsum(const oifx_case *c, tg_tensor **in, tg_tensor **out) { return ONE(tg_einsum(c->str, in, c->nin)); }
+
 static const fx_runner runners[] = {
     [OIFX_PAD] = r_pad,           [OIFX_PAD_MODE] = r_pad_mode,   [OIFX_ROLL] = r_roll,
     [OIFX_TRIL] = r_tril,         [OIFX_TRIU] = r_triu,           [OIFX_DIAGONAL] = r_diagonal,
@@ -133,7 +135,7 @@ static const fx_runner runners[] = {
     [OIFX_REPEAT_INTERLEAVE_T] = r_repeat_interleave_t, [OIFX_GATHER] = r_gather, [OIFX_SCATTER] = r_scatter,
     [OIFX_SCATTER_REDUCE] = r_scatter_reduce, [OIFX_MASKED_FILL] = r_masked_fill,
     [OIFX_MASKED_SELECT] = r_masked_select, [OIFX_NONZERO] = r_nonzero, [OIFX_SORT] = r_sort,
-    [OIFX_ARGSORT] = r_argsort, [OIFX_TOPK] = r_topk,
+    [OIFX_ARGSORT] = r_argsort, [OIFX_TOPK] = r_topk, [OIFX_EINSUM] = r_einsum,
 };
 
 /* Forward check of one case, float inputs computed in `as` (TG_DTYPE_COUNT: their own dtype). */
@@ -204,3 +206,4 @@ FX_TEST(nonzero, NONZERO)
 FX_TESTS(sort, SORT)
 FX_TEST(argsort, ARGSORT)
 FX_TESTS(topk, TOPK)
+FX_TESTS(einsum, EINSUM)
