@@ -53,6 +53,20 @@ tg_tensor *tg_leaky_relu(tg_tensor *x, double slope);
 tg_tensor *tg_gelu(tg_tensor *x);               /**< tanh approximation (tinygrad, torch approximate="tanh") */
 tg_tensor *tg_silu(tg_tensor *x);               /**< x * sigmoid(x) */
 tg_tensor *tg_softplus(tg_tensor *x, double beta); /**< log(1 + e^(beta x)) / beta, stable for large |x| */
+tg_tensor *tg_elu(tg_tensor *x, double alpha);  /**< x > 0 ? x : alpha (e^x - 1) */
+tg_tensor *tg_celu(tg_tensor *x, double alpha); /**< x > 0 ? x : alpha (e^(x/alpha) - 1); alpha != 0 */
+tg_tensor *tg_selu(tg_tensor *x);               /**< scale · elu(x, alpha) with PyTorch's constants */
+tg_tensor *tg_relu6(tg_tensor *x);              /**< min(max(x, 0), 6) */
+tg_tensor *tg_hardtanh(tg_tensor *x, double min_val, double max_val); /**< x clamped to [min_val, max_val] */
+tg_tensor *tg_hardsigmoid(tg_tensor *x);        /**< relu6(x + 3) / 6 */
+tg_tensor *tg_hardswish(tg_tensor *x);          /**< x · relu6(x + 3) / 6 */
+tg_tensor *tg_mish(tg_tensor *x);               /**< x · tanh(softplus(x)) */
+tg_tensor *tg_softsign(tg_tensor *x);           /**< x / (1 + |x|) */
+tg_tensor *tg_logsigmoid(tg_tensor *x);         /**< log(sigmoid(x)), stable for large |x| */
+tg_tensor *tg_quick_gelu(tg_tensor *x);         /**< x · sigmoid(1.702 x) */
+tg_tensor *tg_softmin(tg_tensor *x, int axis);  /**< softmax(-x) along axis */
+/** x / max(||x||_p, eps) along axis (F.normalize; p > 0, INFINITY for the max norm) */
+tg_tensor *tg_normalize(tg_tensor *x, double p, int axis, double eps);
 tg_tensor *tg_dropout(tg_tensor *x, double p, bool training); /**< scales kept values by 1/(1-p) */
 /** Normalize over the last `naxes` axes; weight/bias (shape of those axes) may be NULL. */
 tg_tensor *tg_layernorm(tg_tensor *x, int naxes, tg_tensor *weight, tg_tensor *bias, double eps);
@@ -63,7 +77,27 @@ tg_tensor *tg_groupnorm(tg_tensor *x, int groups, tg_tensor *weight, tg_tensor *
 tg_tensor *tg_batchnorm(tg_tensor *x, tg_tensor *weight, tg_tensor *bias, tg_tensor *running_mean,
                         tg_tensor *running_var, bool training, double momentum, double eps);
 
-/* Losses reduce to the mean over the batch. */
+/** How a loss reduces its per-element values (PyTorch's reduction=): the mean (the default),
+ *  the sum, or none (the values themselves). */
+typedef enum tg_reduction { TG_REDUCTION_MEAN, TG_REDUCTION_SUM, TG_REDUCTION_NONE } tg_reduction;
+/** F.nll_loss: log_probs (N, C), integer labels (N); weight (C) or NULL; labels equal to
+ *  ignore_index count for nothing; the mean is weighted (sum / sum of the labels' weights). */
+tg_tensor *tg_nll_loss_ex(tg_tensor *log_probs, tg_tensor *labels, tg_tensor *weight, int64_t ignore_index,
+                          tg_reduction reduction);
+/** F.cross_entropy with class labels: logits (N, C), labels (N), weight (C) or NULL. */
+tg_tensor *tg_sparse_cross_entropy_ex(tg_tensor *logits, tg_tensor *labels, tg_tensor *weight, int64_t ignore_index,
+                                      double label_smoothing, tg_reduction reduction);
+/** F.cross_entropy with probabilities: logits and target (N, C), weight (C) or NULL. */
+tg_tensor *tg_cross_entropy_ex(tg_tensor *logits, tg_tensor *target, tg_tensor *weight, double label_smoothing,
+                               tg_reduction reduction);
+/** F.mse_loss: pred and target of one shape. */
+tg_tensor *tg_mse_loss_ex(tg_tensor *pred, tg_tensor *target, tg_reduction reduction);
+/** F.binary_cross_entropy: weight (broadcast to prob) or NULL. */
+tg_tensor *tg_bce_loss_ex(tg_tensor *prob, tg_tensor *target, tg_tensor *weight, tg_reduction reduction);
+/** F.binary_cross_entropy_with_logits: weight and pos_weight (broadcast to logits) or NULL. */
+tg_tensor *tg_bce_with_logits_loss_ex(tg_tensor *logits, tg_tensor *target, tg_tensor *weight, tg_tensor *pos_weight,
+                                      tg_reduction reduction);
+/* The short forms below are the _ex forms with no weights and the mean (nll_loss: ignore_index -100). */
 /** logits (N, C), target probabilities (N, C). */
 tg_tensor *tg_cross_entropy(tg_tensor *logits, tg_tensor *target, double label_smoothing);
 /** logits (N, C), integer class labels (N). Labels equal to ignore_index are skipped (use -1 if none). */

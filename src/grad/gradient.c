@@ -434,10 +434,9 @@ static int backward_locked(tg_tensor *loss) {
   memcpy(ps, params.v, sizeof *ps * n);
   for (size_t i = 0; i < n; i++) targets[i] = ps[i]->u;
   size_t mark = uop_pool_mark();
-  int rc = grad_uops(loss->u, targets, (int)n, g), found = 0;
-  for (size_t i = 0; i < n && !rc; i++)
-    if (g[i]) found++, rc = add_to_grad(ps[i], g[i]);
-  if (!rc && !found) rc = tg_set_error(TG_ERR_ARG, "backward: the loss depends on no tensor marked with tg_requires_grad");
+  int rc = grad_uops(loss->u, targets, (int)n, g);
+  for (size_t i = 0; i < n && !rc; i++) /* a parameter the loss does not reach keeps its gradient */
+    if (g[i]) rc = add_to_grad(ps[i], g[i]);
   uop_pool_release(mark);
   free(ps), free(targets);
   return rc;

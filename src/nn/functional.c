@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "nn/functional.h"
+#include "tensor/shape.h"
 
 /* ---------------------------------------------------------------- shared helpers */
 
@@ -52,10 +53,6 @@ static tg_tensor *log1p_exp(tg_tensor *z) {
   return tg_add(tg_where(pos, z, zero), l);
 }
 
-/* sigmoid with its argument clamped to ±700: the same values (saturated far before), but the
- * derivative of the composite sigmoid never meets exp overflow (inf/inf = NaN) for large |z|. */
-static tg_tensor *sigmoid_safe(tg_tensor *z) { return tg_sigmoid(tg_clip(z, -700, 700)); }
-
 /* Finish a function body: move r out of scope s (r may be NULL) and close s. */
 static tg_tensor *finish(tg_scope *s, tg_tensor *r) {
   r = tg_keep(r);
@@ -79,14 +76,14 @@ tg_tensor *tg_gelu(tg_tensor *x) {
   tg_scope *s = tg_scope_begin();
   const double c = sqrt(2.0 / M_PI);
   tg_tensor *u = tg_add(x, tg_mul_s(tg_mul(tg_square(x), x), 0.044715));
-  return finish(s, tg_mul(x, sigmoid_safe(tg_mul_s(u, 2 * c))));
+  return finish(s, tg_mul(x, tg_sigmoid(tg_mul_s(u, 2 * c))));
 }
 
 tg_tensor *tg_silu(tg_tensor *x) {
   if (!x) return null_arg("silu");
   if (!nn_need_float("silu", "x", x)) return NULL;
   tg_scope *s = tg_scope_begin();
-  return finish(s, tg_mul(x, sigmoid_safe(x)));
+  return finish(s, tg_mul(x, tg_sigmoid(x)));
 }
 
 tg_tensor *tg_softplus(tg_tensor *x, double beta) {
@@ -95,6 +92,138 @@ tg_tensor *tg_softplus(tg_tensor *x, double beta) {
   if (beta == 0 || !isfinite(beta)) return tensor_error("softplus: beta must be finite and nonzero, got %g", beta);
   tg_scope *s = tg_scope_begin();
   return finish(s, tg_div_s(log1p_exp(tg_mul_s(x, beta)), beta));
+}
+
+/* where(x > 0, x, neg(x)) where neg only sees x <= 0 (a large x must not overflow in the branch
+ * not taken: its gradient would be 0 · inf). The gradient at 0 is neg's, like PyTorch's elu. */
+static tg_tensor *positive_or(tg_tensor *x, tg_tensor *(*neg)(tg_tensor *, double), double a) {
+  tg_tensor *pos = tg_gt(x, scalar_like(x, 0)), *zero = tg_zeros_like(x);
+  return tg_where(pos, x, neg(tg_where(pos, zero, x), a));
+}
+
+static tg_tensor *elu_neg(tg_tensor *x, double alpha) { return tg_mul_s(tg_expm1(x), alpha); }
+static tg_tensor *celu_neg(tg_tensor *x, double alpha) { return tg_mul_s(tg_expm1(tg_div_s(x, alpha)), alpha); }
+
+tg_tensor *tg_elu(tg_tensor *x, double alpha) {
+  if (!x) return null_arg("elu");
+  if (!nn_need_float("elu", "x", x)) return NULL;
+  tg_scope *s = tg_scope_begin();
+  return finish(s, positive_or(x, elu_neg, alpha));
+}
+
+tg_tensor *tg_celu(tg_tensor *x, double alpha) {
+  if (!x) return null_arg("celu");
+  if (!nn_need_float("celu", "x", x)) return NULL;
+  if (alpha == 0 || !isfinite(alpha)) return tensor_error("celu: alpha must be finite and nonzero, got %g", alpha);
+  tg_scope *s = tg_scope_begin();
+  return finish(s, positive_or(x, celu_neg, alpha));
+}
+
+tg_tensor *tg_selu(tg_tensor *x) {
+  if (!x) return null_arg("selu");
+  if (!nn_need_float("selu", "x", x)) return NULL;
+  const double alpha = 1.6732632423543772848170429916717, scale = 1.0507009873554804934193349852946;
+  tg_scope *s = tg_scope_begin();
+  return finish(s, tg_mul_s(positive_or(x, elu_neg, alpha), scale));
+}
+
+/* lo where x <= lo, hi where x >= hi, x between (NaN passes): the gradient is 1 strictly inside
+ * and 0 at the bounds, like PyTorch's hardtanh. */
+static tg_tensor *hardtanh(tg_tensor *x, double lo, double hi) {
+  tg_tensor *l = scalar_like(x, lo), *h = scalar_like(x, hi);
+  return tg_where(tg_le(x, l), l, tg_where(tg_ge(x, h), h, x));
+}
+
+tg_tensor *tg_hardtanh(tg_tensor *x, double min_val, double max_val) {
+  if (!x) return null_arg("hardtanh");
+  if (!nn_need_float("hardtanh", "x", x)) return NULL;
+  if (!(min_val <= max_val)) return tensor_error("hardtanh: min_val %g must not be above max_val %g", min_val, max_val);
+  tg_scope *s = tg_scope_begin();
+  return finish(s, hardtanh(x, min_val, max_val));
+}
+
+tg_tensor *tg_relu6(tg_tensor *x) {
+  if (!x) return null_arg("relu6");
+  if (!nn_need_float("relu6", "x", x)) return NULL;
+  tg_scope *s = tg_scope_begin();
+  return finish(s, hardtanh(x, 0, 6));
+}
+
+tg_tensor *tg_hardsigmoid(tg_tensor *x) {
+  if (!x) return null_arg("hardsigmoid");
+  if (!nn_need_float("hardsigmoid", "x", x)) return NULL;
+  tg_scope *s = tg_scope_begin();
+  return finish(s, tg_div_s(hardtanh(tg_add_s(x, 3), 0, 6), 6));
+}
+
+/* 0 below -3, x (x + 3) / 6 on [-3, 3), x from 3 on: PyTorch's gradient at the kinks (-1/2 at
+ * -3, from the middle branch; 1 at 3) */
+tg_tensor *tg_hardswish(tg_tensor *x) {
+  if (!x) return null_arg("hardswish");
+  if (!nn_need_float("hardswish", "x", x)) return NULL;
+  tg_scope *s = tg_scope_begin();
+  tg_tensor *mid = tg_div_s(tg_mul(x, tg_add_s(x, 3)), 6);
+  return finish(s, tg_where(tg_lt(x, scalar_like(x, -3)), tg_zeros_like(x), tg_where(tg_lt(x, scalar_like(x, 3)), mid, x)));
+}
+
+tg_tensor *tg_mish(tg_tensor *x) {
+  if (!x) return null_arg("mish");
+  if (!nn_need_float("mish", "x", x)) return NULL;
+  tg_scope *s = tg_scope_begin();
+  return finish(s, tg_mul(x, tg_tanh(log1p_exp(x))));
+}
+
+tg_tensor *tg_softsign(tg_tensor *x) {
+  if (!x) return null_arg("softsign");
+  if (!nn_need_float("softsign", "x", x)) return NULL;
+  tg_scope *s = tg_scope_begin();
+  return finish(s, tg_div(x, tg_add_s(tg_abs(x), 1)));
+}
+
+tg_tensor *tg_logsigmoid(tg_tensor *x) {
+  if (!x) return null_arg("logsigmoid");
+  if (!nn_need_float("logsigmoid", "x", x)) return NULL;
+  tg_scope *s = tg_scope_begin();
+  return finish(s, tg_neg(log1p_exp(tg_neg(x)))); /* log σ(x) = -log(1 + e^-x) */
+}
+
+tg_tensor *tg_quick_gelu(tg_tensor *x) {
+  if (!x) return null_arg("quick_gelu");
+  if (!nn_need_float("quick_gelu", "x", x)) return NULL;
+  tg_scope *s = tg_scope_begin();
+  return finish(s, tg_mul(x, tg_sigmoid(tg_mul_s(x, 1.702))));
+}
+
+tg_tensor *tg_softmin(tg_tensor *x, int axis) {
+  if (!x) return null_arg("softmin");
+  if (!normalize_axis("softmin", &axis, tg_ndim(x), AXIS_OF_SCALAR)) return NULL;
+  if (tg_get_dtype(x) == TG_BOOL) return tensor_error("softmin: not defined for dtype bool");
+  tg_scope *s = tg_scope_begin();
+  return finish(s, tg_softmax(tg_neg(x), axis));
+}
+
+/* (sum |x|^p)^(1/p) along axis (keepdim); max |x| for p = inf. The root and the square root
+ * see 1 where the sum is 0, so a zero vector has gradient 0 (PyTorch) instead of 0 · inf. */
+static tg_tensor *pnorm(tg_tensor *x, double p, int axis) {
+  tg_tensor *a = tg_abs(x);
+  if (isinf(p)) return tg_max(a, &axis, 1, true);
+  tg_tensor *sum = tg_sum(p == 1 ? a : p == 2 ? tg_square(x) : tg_pow_s(a, p), &axis, 1, true);
+  if (p == 1) return sum;
+  tg_tensor *zero = tg_eq(sum, tg_zeros_like(sum)), *safe = tg_where(zero, tg_ones_like(sum), sum);
+  tg_tensor *root = p == 2 ? tg_sqrt(safe) : tg_pow_s(safe, 1 / p);
+  return tg_where(zero, tg_zeros_like(sum), root);
+}
+
+tg_tensor *tg_normalize(tg_tensor *x, double p, int axis, double eps) {
+  if (!x) return null_arg("normalize");
+  if (!nn_need_float("normalize", "x", x)) return NULL;
+  if (!(p > 0)) return tensor_error("normalize: p must be > 0, got %g", p);
+  if (!(eps >= 0) || isinf(eps)) return tensor_error("normalize: eps must be finite and >= 0, got %g", eps);
+  int a = axis;
+  if (!normalize_axis("normalize", &a, tg_ndim(x), AXIS_OF_SCALAR)) return NULL;
+  tg_scope *s = tg_scope_begin();
+  tg_tensor *n = pnorm(x, p, a), *e = scalar_like(x, eps);
+  return finish(s, tg_div(x, tg_where(tg_lt(n, e), e, n))); /* clamp_min(eps): n's gradient from eps on */
 }
 
 /* ---------------------------------------------------------------- normalization */
@@ -248,7 +377,10 @@ tg_tensor *tg_batchnorm(tg_tensor *x, tg_tensor *weight, tg_tensor *bias, tg_ten
   return finish(s, affine(y, w, bb));
 }
 
-/* ---------------------------------------------------------------- losses */
+/* ---------------------------------------------------------------- losses
+ * Each loss builds its per-element (per-sample for the class losses) values and reduces them
+ * as asked: TG_REDUCTION_MEAN (what the short forms do), SUM, or NONE (the values themselves).
+ * The class losses' mean is weighted: sum / (sum of the picked class weights), like PyTorch. */
 
 static bool check_same_shape(const char *op, const char *an, tg_tensor *a, const char *bn, tg_tensor *b) {
   char sa[256], sb[256];
@@ -282,86 +414,11 @@ static bool check_smoothing(const char *op, double ls) {
   return false;
 }
 
-/* The entries of x (N, C) at the labels (N,), as (N,); 0 where a label is out of range. */
-static tg_tensor *pick_labels(tg_tensor *x, tg_tensor *labels) {
-  tg_tensor *hit = tg_one_hot(labels, tg_dim(x, 1), TG_BOOL);
-  int ax = 1;
-  return tg_sum(tg_where(hit, x, tg_zeros_like(x)), &ax, 1, false);
+static bool check_reduction(const char *op, tg_reduction r) {
+  if (r == TG_REDUCTION_MEAN || r == TG_REDUCTION_SUM || r == TG_REDUCTION_NONE) return true;
+  tensor_error("%s: invalid reduction %d", op, (int)r);
+  return false;
 }
-
-tg_tensor *tg_cross_entropy(tg_tensor *logits, tg_tensor *target, double label_smoothing) {
-  const char *op = "cross_entropy";
-  if (!logits || !target) return null_arg(op);
-  if (!check_logits(op, "logits", logits) || !nn_need_float(op, "target", target) ||
-      !check_same_shape(op, "logits", logits, "target", target) || !check_smoothing(op, label_smoothing))
-    return NULL;
-  tg_scope *s = tg_scope_begin();
-  int ax = 1;
-  tg_tensor *t = target;
-  if (label_smoothing > 0)
-    t = tg_add_s(tg_mul_s(target, 1 - label_smoothing), label_smoothing / (double)tg_dim(logits, 1));
-  tg_tensor *per = tg_sum(tg_mul(t, tg_log_softmax(logits, 1)), &ax, 1, false);
-  return finish(s, tg_neg(tg_mean(per, NULL, 0, false)));
-}
-
-tg_tensor *tg_sparse_cross_entropy(tg_tensor *logits, tg_tensor *labels, double label_smoothing,
-                                   int64_t ignore_index) {
-  const char *op = "sparse_cross_entropy";
-  if (!logits || !labels) return null_arg(op);
-  if (!check_logits(op, "logits", logits) || !check_labels(op, logits, labels) ||
-      !check_smoothing(op, label_smoothing))
-    return NULL;
-  tg_scope *s = tg_scope_begin();
-  int ax = 1;
-  tg_tensor *logp = tg_log_softmax(logits, 1);
-  tg_tensor *per = tg_mul_s(pick_labels(logp, labels), -(1 - label_smoothing)); /* (N,) */
-  if (label_smoothing > 0) per = tg_sub(per, tg_mul_s(tg_mean(logp, &ax, 1, false), label_smoothing));
-  tg_tensor *keep = tg_ne(labels, tg_scalar((double)ignore_index, TG_INT64));
-  tg_tensor *total = tg_sum(tg_where(keep, per, tg_zeros_like(per)), NULL, 0, false);
-  tg_tensor *count = tg_cast(tg_sum(keep, NULL, 0, false), tg_get_dtype(total));
-  return finish(s, tg_div(total, count));
-}
-
-tg_tensor *tg_nll_loss(tg_tensor *log_probs, tg_tensor *labels) {
-  const char *op = "nll_loss";
-  if (!log_probs || !labels) return null_arg(op);
-  if (!check_logits(op, "log_probs", log_probs) || !check_labels(op, log_probs, labels)) return NULL;
-  tg_scope *s = tg_scope_begin();
-  return finish(s, tg_neg(tg_mean(pick_labels(log_probs, labels), NULL, 0, false)));
-}
-
-static bool check_pair(const char *op, const char *an, tg_tensor *a, const char *bn, tg_tensor *b) {
-  return nn_need_float(op, an, a) && nn_need_float(op, bn, b) && check_same_shape(op, an, a, bn, b);
-}
-
-tg_tensor *tg_mse_loss(tg_tensor *pred, tg_tensor *target) {
-  if (!pred || !target) return null_arg("mse_loss");
-  if (!check_pair("mse_loss", "pred", pred, "target", target)) return NULL;
-  tg_scope *s = tg_scope_begin();
-  return finish(s, tg_mean(tg_square(tg_sub(pred, target)), NULL, 0, false));
-}
-
-tg_tensor *tg_bce_loss(tg_tensor *prob, tg_tensor *target) {
-  if (!prob || !target) return null_arg("bce_loss");
-  if (!check_pair("bce_loss", "prob", prob, "target", target)) return NULL;
-  /* logs clamped at -100 like PyTorch, so p = 0 or 1 gives a finite loss */
-  tg_scope *s = tg_scope_begin();
-  tg_tensor *floor_ = scalar_like(prob, -100);
-  tg_tensor *lp = tg_maximum(tg_log(prob), floor_), *lq = tg_maximum(tg_log(tg_rsub_s(1, prob)), floor_);
-  tg_tensor *per = tg_add(tg_mul(target, lp), tg_mul(tg_rsub_s(1, target), lq));
-  return finish(s, tg_neg(tg_mean(per, NULL, 0, false)));
-}
-
-tg_tensor *tg_bce_with_logits_loss(tg_tensor *logits, tg_tensor *target) {
-  if (!logits || !target) return null_arg("bce_with_logits_loss");
-  if (!check_pair("bce_with_logits_loss", "logits", logits, "target", target)) return NULL;
-  /* -[t log σ(x) + (1-t) log(1-σ(x))] = log(1 + e^x) - t x */
-  tg_scope *s = tg_scope_begin();
-  tg_tensor *per = tg_sub(log1p_exp(logits), tg_mul(target, logits));
-  return finish(s, tg_mean(per, NULL, 0, false));
-}
-
-/* ---------------------------------------------------------------- attention */
 
 /* Do shapes a and b broadcast (numpy rules)? */
 static bool broadcastable(tg_tensor *a, const int64_t *shape, int nd) {
@@ -373,6 +430,177 @@ static bool broadcastable(tg_tensor *a, const int64_t *shape, int nd) {
   }
   return true;
 }
+
+/* An optional float weight that broadcasts to x (BCE weight, pos_weight) */
+static bool check_broadcast_weight(const char *op, const char *what, tg_tensor *w, tg_tensor *x) {
+  char a[256], b[256];
+  if (!w) return true;
+  if (!nn_need_float(op, what, w)) return false;
+  if (broadcastable(w, uop_shape(x->u), tg_ndim(x))) return true;
+  tensor_error("%s: %s %s does not broadcast to the input %s", op, what, NN_SHAPE(w, a), NN_SHAPE(x, b));
+  return false;
+}
+
+static tg_tensor *sum_all(tg_tensor *t) { return tg_sum(t, NULL, 0, false); }
+static tg_tensor *mean_all(tg_tensor *t) { return tg_mean(t, NULL, 0, false); }
+static tg_tensor *as_is(tg_tensor *t) { return t; }
+static tg_tensor *(*const reducers[])(tg_tensor *) = {
+    [TG_REDUCTION_MEAN] = mean_all, [TG_REDUCTION_SUM] = sum_all, [TG_REDUCTION_NONE] = as_is};
+
+/* The entries of x (N, C) at the labels (N,), as (N,); 0 where a label is out of range. */
+static tg_tensor *pick_labels(tg_tensor *x, tg_tensor *labels) {
+  tg_tensor *hit = tg_one_hot(labels, tg_dim(x, 1), TG_BOOL);
+  int ax = 1;
+  return tg_sum(tg_where(hit, x, tg_zeros_like(x)), &ax, 1, false);
+}
+
+/* The class losses: per-sample values `per` (N,) and the weights w (N,) of their labels (0 for
+ * ignored samples): mean = sum(per) / sum(w) (NaN when every sample is ignored, like PyTorch). */
+static tg_tensor *reduce_weighted(tg_tensor *per, tg_tensor *w, tg_reduction r) {
+  return r == TG_REDUCTION_MEAN ? tg_div(sum_all(per), sum_all(w)) : reducers[r](per);
+}
+
+/* w_i = weight[label_i] (1 without weight), 0 where label_i == ignore_index */
+static tg_tensor *label_weights(tg_tensor *x, tg_tensor *labels, tg_tensor *weight, int64_t ignore_index) {
+  tg_tensor *keep = tg_ne(labels, tg_scalar((double)ignore_index, TG_INT64));
+  tg_tensor *w = weight ? pick_labels(tg_expand(tg_cast(weight, tg_get_dtype(x)), uop_shape(x->u), 2), labels)
+                        : tg_ones((int64_t[]){tg_dim(x, 0)}, 1, tg_get_dtype(x));
+  return tg_where(keep, w, tg_zeros_like(w));
+}
+
+static bool check_class_weight(const char *op, tg_tensor *weight, tg_tensor *x) {
+  char b[256], c[256];
+  if (!weight) return true;
+  if (!nn_need_float(op, "weight", weight)) return false;
+  if (nn_shape_is(weight, uop_shape(x->u) + 1, 1)) return true;
+  tensor_error("%s: weight %s must be (C,) for input %s", op, NN_SHAPE(weight, b), NN_SHAPE(x, c));
+  return false;
+}
+
+tg_tensor *tg_nll_loss_ex(tg_tensor *log_probs, tg_tensor *labels, tg_tensor *weight, int64_t ignore_index,
+                          tg_reduction reduction) {
+  const char *op = "nll_loss";
+  if (!log_probs || !labels) return null_arg(op);
+  if (!check_logits(op, "log_probs", log_probs) || !check_labels(op, log_probs, labels) ||
+      !check_class_weight(op, weight, log_probs) || !check_reduction(op, reduction))
+    return NULL;
+  tg_scope *s = tg_scope_begin();
+  tg_tensor *w = label_weights(log_probs, labels, weight, ignore_index);
+  return finish(s, reduce_weighted(tg_neg(tg_mul(w, pick_labels(log_probs, labels))), w, reduction));
+}
+
+tg_tensor *tg_nll_loss(tg_tensor *log_probs, tg_tensor *labels) {
+  return tg_nll_loss_ex(log_probs, labels, NULL, -100, TG_REDUCTION_MEAN);
+}
+
+/* PyTorch's cross_entropy with class labels: (1 - ls) nll + ls/C · smooth, where smooth is
+ * -sum_c w_c log p_c of each sample (0 for ignored ones), both reduced with the same weights. */
+tg_tensor *tg_sparse_cross_entropy_ex(tg_tensor *logits, tg_tensor *labels, tg_tensor *weight, int64_t ignore_index,
+                                      double label_smoothing, tg_reduction reduction) {
+  const char *op = "sparse_cross_entropy";
+  if (!logits || !labels) return null_arg(op);
+  if (!check_logits(op, "logits", logits) || !check_labels(op, logits, labels) ||
+      !check_class_weight(op, weight, logits) || !check_smoothing(op, label_smoothing) ||
+      !check_reduction(op, reduction))
+    return NULL;
+  tg_scope *s = tg_scope_begin();
+  int ax = 1;
+  tg_tensor *logp = tg_log_softmax(logits, 1), *w = label_weights(logits, labels, weight, ignore_index);
+  tg_tensor *per = tg_neg(tg_mul(w, pick_labels(logp, labels))); /* (N,) */
+  if (label_smoothing > 0) {
+    tg_tensor *wl = weight ? tg_mul(logp, tg_cast(weight, tg_get_dtype(logp))) : logp;
+    tg_tensor *keep = tg_ne(labels, tg_scalar((double)ignore_index, TG_INT64));
+    tg_tensor *smooth = tg_where(keep, tg_neg(tg_sum(wl, &ax, 1, false)), tg_zeros_like(per));
+    per = tg_add(tg_mul_s(per, 1 - label_smoothing), tg_mul_s(smooth, label_smoothing / (double)tg_dim(logits, 1)));
+  }
+  return finish(s, reduce_weighted(per, w, reduction));
+}
+
+tg_tensor *tg_sparse_cross_entropy(tg_tensor *logits, tg_tensor *labels, double label_smoothing,
+                                   int64_t ignore_index) {
+  return tg_sparse_cross_entropy_ex(logits, labels, NULL, ignore_index, label_smoothing, TG_REDUCTION_MEAN);
+}
+
+/* Probability targets: -sum_c w_c t_c log p_c per sample, t smoothed to t (1 - ls) + ls/C; the
+ * mean is over the batch (PyTorch). */
+tg_tensor *tg_cross_entropy_ex(tg_tensor *logits, tg_tensor *target, tg_tensor *weight, double label_smoothing,
+                               tg_reduction reduction) {
+  const char *op = "cross_entropy";
+  if (!logits || !target) return null_arg(op);
+  if (!check_logits(op, "logits", logits) || !nn_need_float(op, "target", target) ||
+      !check_same_shape(op, "logits", logits, "target", target) || !check_class_weight(op, weight, logits) ||
+      !check_smoothing(op, label_smoothing) || !check_reduction(op, reduction))
+    return NULL;
+  tg_scope *s = tg_scope_begin();
+  int ax = 1;
+  tg_tensor *t = target;
+  if (label_smoothing > 0)
+    t = tg_add_s(tg_mul_s(target, 1 - label_smoothing), label_smoothing / (double)tg_dim(logits, 1));
+  tg_tensor *tl = tg_mul(t, tg_log_softmax(logits, 1));
+  if (weight) tl = tg_mul(tl, tg_cast(weight, tg_get_dtype(tl)));
+  return finish(s, reducers[reduction](tg_neg(tg_sum(tl, &ax, 1, false))));
+}
+
+tg_tensor *tg_cross_entropy(tg_tensor *logits, tg_tensor *target, double label_smoothing) {
+  return tg_cross_entropy_ex(logits, target, NULL, label_smoothing, TG_REDUCTION_MEAN);
+}
+
+static bool check_pair(const char *op, const char *an, tg_tensor *a, const char *bn, tg_tensor *b) {
+  return nn_need_float(op, an, a) && nn_need_float(op, bn, b) && check_same_shape(op, an, a, bn, b);
+}
+
+tg_tensor *tg_mse_loss_ex(tg_tensor *pred, tg_tensor *target, tg_reduction reduction) {
+  if (!pred || !target) return null_arg("mse_loss");
+  if (!check_pair("mse_loss", "pred", pred, "target", target) || !check_reduction("mse_loss", reduction)) return NULL;
+  tg_scope *s = tg_scope_begin();
+  return finish(s, reducers[reduction](tg_square(tg_sub(pred, target))));
+}
+
+tg_tensor *tg_mse_loss(tg_tensor *pred, tg_tensor *target) { return tg_mse_loss_ex(pred, target, TG_REDUCTION_MEAN); }
+
+tg_tensor *tg_bce_loss_ex(tg_tensor *prob, tg_tensor *target, tg_tensor *weight, tg_reduction reduction) {
+  const char *op = "bce_loss";
+  if (!prob || !target) return null_arg(op);
+  if (!check_pair(op, "prob", prob, "target", target) || !check_broadcast_weight(op, "weight", weight, prob) ||
+      !check_reduction(op, reduction))
+    return NULL;
+  /* logs clamped at -100 like PyTorch, so p = 0 or 1 gives a finite loss */
+  tg_scope *s = tg_scope_begin();
+  tg_tensor *floor_ = scalar_like(prob, -100);
+  tg_tensor *lp = tg_maximum(tg_log(prob), floor_), *lq = tg_maximum(tg_log(tg_rsub_s(1, prob)), floor_);
+  tg_tensor *per = tg_neg(tg_add(tg_mul(target, lp), tg_mul(tg_rsub_s(1, target), lq)));
+  if (weight) per = tg_mul(per, tg_cast(weight, tg_get_dtype(per)));
+  return finish(s, reducers[reduction](per));
+}
+
+tg_tensor *tg_bce_loss(tg_tensor *prob, tg_tensor *target) { return tg_bce_loss_ex(prob, target, NULL, TG_REDUCTION_MEAN); }
+
+/* -w [p t log σ(x) + (1-t) log(1-σ(x))] = w [(1-t) x + (1 + (p-1) t) log(1 + e^-x)], the log
+ * in the stable form above; without pos_weight (p = 1) it is log(1 + e^x) - t x. */
+tg_tensor *tg_bce_with_logits_loss_ex(tg_tensor *logits, tg_tensor *target, tg_tensor *weight, tg_tensor *pos_weight,
+                                      tg_reduction reduction) {
+  const char *op = "bce_with_logits_loss";
+  if (!logits || !target) return null_arg(op);
+  if (!check_pair(op, "logits", logits, "target", target) || !check_broadcast_weight(op, "weight", weight, logits) ||
+      !check_broadcast_weight(op, "pos_weight", pos_weight, logits) || !check_reduction(op, reduction))
+    return NULL;
+  tg_scope *s = tg_scope_begin();
+  tg_tensor *per;
+  if (pos_weight) {
+    tg_tensor *lw = tg_add_s(tg_mul(tg_sub_s(tg_cast(pos_weight, tg_get_dtype(target)), 1), target), 1);
+    per = tg_add(tg_mul(tg_rsub_s(1, target), logits), tg_mul(lw, log1p_exp(tg_neg(logits))));
+  } else {
+    per = tg_sub(log1p_exp(logits), tg_mul(target, logits));
+  }
+  if (weight) per = tg_mul(per, tg_cast(weight, tg_get_dtype(per)));
+  return finish(s, reducers[reduction](per));
+}
+
+tg_tensor *tg_bce_with_logits_loss(tg_tensor *logits, tg_tensor *target) {
+  return tg_bce_with_logits_loss_ex(logits, target, NULL, NULL, TG_REDUCTION_MEAN);
+}
+
+/* ---------------------------------------------------------------- attention */
 
 static bool check_attention(tg_tensor *q, tg_tensor *k, tg_tensor *v) {
   const char *op = "scaled_dot_product_attention";

@@ -166,7 +166,15 @@ static tg_tensor *with_scalar(tg_tensor *t, double v, bool scalar_first, bool li
 tg_tensor *tg_add_s(tg_tensor *a, double b) { return with_scalar(a, b, false, false, tg_add); }
 tg_tensor *tg_sub_s(tg_tensor *a, double b) { return with_scalar(a, b, false, false, tg_sub); }
 tg_tensor *tg_mul_s(tg_tensor *a, double b) { return with_scalar(a, b, false, false, tg_mul); }
-tg_tensor *tg_pow_s(tg_tensor *a, double b) { return with_scalar(a, b, false, true, tg_pow); }
+/* An integer tensor to a negative scalar power is an error (PyTorch raises): its value could
+ * only be 0, ±1 or a division by zero. (A tensor exponent is data: its negative entries give
+ * the truncated power, like PyTorch.) */
+tg_tensor *tg_pow_s(tg_tensor *a, double b) {
+  if (a && !dtype_is_float(a->u->dtype) && b < 0)
+    return tensor_error("pow_s: an integer tensor (%s) to the negative power %g; cast it to a float first",
+                        tg_dtype_name(a->u->dtype), b);
+  return with_scalar(a, b, false, true, tg_pow);
+}
 tg_tensor *tg_rsub_s(double a, tg_tensor *b) { return with_scalar(b, a, true, false, tg_sub); }
 tg_tensor *tg_div_s(tg_tensor *a, double b) {
   if (!a) return null_arg("div_s");
@@ -409,7 +417,7 @@ static uop *b_atan2(uop *y, uop *x) {
   uop *ax = mul(x, where(nx, k(x, -1), k(x, 1))), *ay = mul(y, sy);
   uop *swap = bin(OP_CMPLT, ax, ay), *num = where(swap, ax, ay), *den = where(swap, ay, ax);
   uop *infs = land(bin(OP_CMPEQ, ax, k(x, INFINITY)), bin(OP_CMPEQ, ay, k(x, INFINITY)));
-  uop *zero = bin(OP_CMPEQ, den, k(x, 0)), *plain = lnot(lor(infs, zero));
+  uop *zero = land(bin(OP_CMPEQ, den, k(x, 0)), bin(OP_CMPEQ, num, k(x, 0))), *plain = lnot(lor(infs, zero));
   uop *t = where(plain, quot(only(plain, num, 1), only(plain, den, 1)), where(infs, k(x, 1), k(x, 0)));
   uop *a = u_atan(t);
   a = where(swap, sub(k(a, 2 * PIO4), a), a);
@@ -437,11 +445,12 @@ static uop *u_asinh(uop *x) {
   uop *m = u_log1p(add(am, quot(a2, add(one, un(OP_SQRT, add(one, a2))))));
   return keep_zero(x, mul(s, where(big, add(u_log(only(big, a, 1)), k(a, LN2)), m)));
 }
-/* acosh x = log1p(t + sqrt(2t + t²)), t = x - 1; log x + ln2 above 2^28; NaN below 1 */
+/* acosh x = log1p(t + sqrt(t) sqrt(t + 2)), t = x - 1 (two roots: the gradient at x = 1 is
+ * inf, not inf · 0); log x + ln2 above 2^28; NaN below 1 */
 static uop *u_acosh(uop *x) {
   uop *big = gt_k(x, 0x1p28), *low = lt_k(x, 1), *mid = lnot(lor(big, low));
   uop *t = sub(only(mid, x, 1), k(x, 1));
-  uop *m = u_log1p(add(t, un(OP_SQRT, add(mul(t, k(t, 2)), mul(t, t)))));
+  uop *m = u_log1p(add(t, mul(un(OP_SQRT, t), un(OP_SQRT, add(t, k(t, 2))))));
   return where(low, k(x, NAN), where(big, add(u_log(only(big, x, 2)), k(x, LN2)), m));
 }
 /* atanh |x| = log1p(2|x| / (1 - |x|)) / 2 */
@@ -536,6 +545,11 @@ tg_tensor *tg_lerp(tg_tensor *start, tg_tensor *end, tg_tensor *weight) {
   if (!start || !end || !weight) return null_arg("lerp");
   tg_dtype dt = tg_promote_types(tg_promote_types(start->u->dtype, end->u->dtype), weight->u->dtype);
   if (!dtype_is_float(dt)) return tensor_error("lerp: needs float tensors, got %s", tg_dtype_name(dt));
+  int64_t shape[TG_MAX_DIMS];
+  int nd;
+  if (!broadcast_shape("lerp", start->u, end->u, shape, &nd) || !broadcast_shape("lerp", start->u, weight->u, shape, &nd) ||
+      !broadcast_shape("lerp", end->u, weight->u, shape, &nd))
+    return NULL;
   tg_scope *s = tg_scope_begin();
   tg_tensor *d = tg_sub(end, start), *lo = tg_lt(tg_abs(weight), tg_scalar(0.5, dt));
   tg_tensor *r = tg_where(lo, tg_add(start, tg_mul(weight, d)), tg_sub(end, tg_mul(d, tg_rsub_s(1, weight))));
@@ -558,6 +572,9 @@ tg_tensor *tg_lerp_s(tg_tensor *start, tg_tensor *end, double weight) {
 tg_tensor *tg_isclose(tg_tensor *a, tg_tensor *b, double rtol, double atol, bool equal_nan) {
   if (!a || !b) return null_arg("isclose");
   if (!(rtol >= 0) || !(atol >= 0)) return tensor_error("isclose: rtol %g and atol %g must be >= 0", rtol, atol);
+  int64_t shape[TG_MAX_DIMS];
+  int nd;
+  if (!broadcast_shape("isclose", a->u, b->u, shape, &nd)) return NULL;
   tg_dtype dt = tg_promote_types(a->u->dtype, b->u->dtype);
   if (!dtype_is_float(dt)) dt = TG_FLOAT64;
   tg_scope *s = tg_scope_begin();
@@ -592,11 +609,28 @@ tg_tensor *tg_clip(tg_tensor *t, double lo, double hi) {
   return r;
 }
 
+/* float → int without C's undefined behaviour for values out of range, giving what x86 gives
+ * (and so PyTorch and numpy there): truncation toward 0 into int32 (int64 for 64-bit and uint32
+ * targets), NaN and values outside that range becoming its minimum (x86's "integer indefinite"),
+ * then wrapped to the target's width; uint64 takes [2^63, 2^64) exactly too. */
+static uop *float_to_int(uop *x, tg_dtype dt) {
+  bool wide = dtype_table[dt].size == 8 || dt == TG_UINT32;
+  tg_dtype via = wide ? TG_INT64 : TG_INT32;
+  double lim = wide ? 0x1p63 : 0x1p31;
+  uop *t = un(OP_TRUNC, x), *ok = bin(OP_AND, lnot(bin(OP_CMPLT, t, k(t, -lim))), bin(OP_CMPLT, t, k(t, lim)));
+  uop *r = where(ok, ucast(where(ok, t, k(t, 0)), via), uconst_like(t, dtype_table[via].min, via));
+  if (dt != TG_UINT64) return ucast(r, dt);
+  uop *top = bin(OP_AND, lnot(bin(OP_CMPLT, t, k(t, 0x1p63))), bin(OP_CMPLT, t, k(t, 0x1p64)));
+  uop *hi = ucast(ucast(where(top, bin(OP_SUB, t, k(t, 0x1p63)), k(t, 0)), TG_INT64), TG_UINT64);
+  return where(top, bin(OP_ADD, hi, uconst_like(t, 0x1p63, TG_UINT64)), ucast(r, TG_UINT64));
+}
+
 tg_tensor *tg_cast(tg_tensor *t, tg_dtype dtype) {
   if (!t) return null_arg("cast");
   if (!dtype_valid((int)dtype)) return tensor_error("cast: invalid dtype %d", (int)dtype);
   POOL_BEGIN;
-  POOL_END(ucast(t->u, dtype));
+  uop *x = t->u;
+  POOL_END(dtype_is_float(x->dtype) && dtype_is_int(dtype) ? float_to_int(x, dtype) : ucast(x, dtype));
 }
 
 tg_tensor *tg_bitcast(tg_tensor *t, tg_dtype dtype) {

@@ -102,7 +102,12 @@ static tg_tensor *reduce_dtype(const char *name, tg_tensor *t, const int *axes, 
   if (!t) return null_arg(name);
   if (!dtype_valid((int)dtype)) return tensor_error("%s: invalid dtype %d", name, (int)dtype);
   if (dtype == TG_BOOL) return tensor_error("%s: cannot accumulate in bool", name);
-  return reduce_as(name, t, axes, naxes, keepdim, op, dtype);
+  size_t mark = uop_pool_mark();
+  tg_tensor *x = tensor_wrap(ucast(t->u, dtype)); /* rounded to dtype, then accumulated */
+  uop_pool_release(mark);
+  tg_tensor *r = x ? reduce_as(name, x, axes, naxes, keepdim, op, dtype) : NULL;
+  tg_free(x);
+  return r;
 }
 tg_tensor *tg_sum_dtype(tg_tensor *t, const int *axes, int naxes, bool keepdim, tg_dtype dtype) {
   return reduce_dtype("sum", t, axes, naxes, keepdim, OP_ADD, dtype);

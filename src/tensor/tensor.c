@@ -260,6 +260,17 @@ tg_tensor *tg_empty_like(tg_tensor *t) {
   return tg_empty(uop_shape(t->u), uop_ndim(t->u), t->u->dtype);
 }
 
+/* Does v fit dt (the largest finite value for floats; ints whose 64-bit limits are not exact
+ * doubles compare below 2^63 / 2^64)? */
+static bool value_fits(double v, tg_dtype dt) {
+  static const double float_max[TG_DTYPE_COUNT] = {[TG_FLOAT16] = 65504.0, [TG_BFLOAT16] = 0x1.fep127,
+                                                   [TG_FLOAT32] = 0x1.fffffep127, [TG_FLOAT64] = 0x1.fffffffffffffp1023};
+  if (dtype_is_float(dt)) return fabs(v) <= float_max[dt];
+  if (dt == TG_INT64) return v >= -0x1p63 && v < 0x1p63;
+  if (dt == TG_UINT64) return v >= 0 && v < 0x1p64;
+  return v >= dtype_table[dt].min && v <= dtype_table[dt].max;
+}
+
 tg_tensor *tg_arange(double start, double stop, double step, tg_dtype dtype) {
   if (!check_dtype("arange", dtype)) return NULL;
   if (step == 0 || !isfinite(start) || !isfinite(stop) || !isfinite(step))
@@ -269,6 +280,9 @@ tg_tensor *tg_arange(double start, double stop, double step, tg_dtype dtype) {
     return shape_error("arange: too many elements (%g) for start=%g stop=%g step=%g", count, start, stop, step);
   int64_t n = count > 0 ? (int64_t)count : 0;
   if (!shape_check("arange", &n, 1, dtype)) return NULL;
+  double last = start + (double)(n - 1) * step; /* the first and last values must fit (PyTorch wraps) */
+  if (n && (!value_fits(start, dtype) || !value_fits(last, dtype)))
+    return tensor_error("arange: values from %g to %g do not fit %s", start, last, tg_dtype_name(dtype));
   POOL_BEGIN;
   bool exact_int = !dtype_is_float(dtype) && start == floor(start) && step == floor(step);
   tg_dtype calc = exact_int ? TG_INT64 : TG_FLOAT64; /* numpy computes start + i*step in 64 bits */
@@ -281,7 +295,14 @@ tg_tensor *tg_linspace(double start, double stop, int64_t n, tg_dtype dtype) {
   if (!check_dtype("linspace", dtype)) return NULL;
   if (!isfinite(start) || !isfinite(stop)) return tensor_error("linspace: start=%g and stop=%g must be finite", start, stop);
   if (!shape_check("linspace", &n, 1, dtype)) return NULL;
+  if (n && (!value_fits(start, dtype) || !value_fits(stop, dtype)))
+    return tensor_error("linspace: start=%g and stop=%g do not fit %s", start, stop, tg_dtype_name(dtype));
   POOL_BEGIN;
+  if (!dtype_is_float(dtype) && n > 1) { /* the exact start + i (stop - start) / (n - 1), truncated */
+    uop *i = ucast(uiota(n), TG_FLOAT64);
+    uop *num = uop_add(uop_mul(i, uconst_like(i, stop - start, TG_FLOAT64)), uconst_like(i, start * (double)(n - 1), TG_FLOAT64));
+    POOL_END(ucast(uop_alu(OP_FDIV, num, uconst_like(i, (double)(n - 1), TG_FLOAT64)), dtype));
+  }
   double step = n > 1 ? (stop - start) / (double)(n - 1) : 0;
   uop *idx = uiota(n), *i = ucast(idx, TG_FLOAT64);
   uop *v = uop_add(uop_mul(i, uconst_like(i, step, TG_FLOAT64)), uconst_like(i, start, TG_FLOAT64));
