@@ -187,6 +187,15 @@ tg_tensor *tg_max_unpool3d(tg_tensor *x, tg_tensor *indices, const int kernel[3]
                            const int padding[3], const int64_t output_size[3]);
 /** q (..., L, E), k (..., S, E), v (..., S, Ev); mask bool (true = keep) or float (added), may be NULL. */
 tg_tensor *tg_scaled_dot_product_attention(tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_tensor *mask, bool causal);
+/** Modes of tg_interpolate (F.interpolate's `mode`): linear, bilinear and trilinear need 1, 2
+ *  and 3 spatial axes. */
+typedef enum tg_interp_mode {
+  TG_INTERP_NEAREST, TG_INTERP_NEAREST_EXACT, TG_INTERP_LINEAR, TG_INTERP_BILINEAR, TG_INTERP_TRILINEAR
+} tg_interp_mode;
+/** F.interpolate of x (N, C, 1-3 spatial axes) to `size` or by `scale_factor` (one entry per
+ *  spatial axis; exactly one of them non-NULL); align_corners only for the linear modes. */
+tg_tensor *tg_interpolate(tg_tensor *x, const int64_t *size, const double *scale_factor, tg_interp_mode mode,
+                          bool align_corners);
 
 /* ---------------------------------------------------------- state dict
  * Named tensors (borrowed references are retained; freed by tg_state_dict_free). */

@@ -377,6 +377,45 @@ einsum_case("int_contract", "ij,jk->ik", [(2, 3), (3, 2)], "TG_INT32")
 einsum_case("scalar_operand", ",ij->ij", [(), (2, 2)])
 
 
+# ------------------------------------------------------------------ interpolate
+IMODES = {"nearest": 0, "nearest-exact": 1, "linear": 2, "bilinear": 3, "trilinear": 4}
+
+
+def interp_case(name, shape, mode, size=None, scale=None, align=None, dtype="TG_FLOAT32", tol=1e-5):
+    nsp = len(shape) - 2
+    x = In(randn(*shape) if dtype in FLOATS else ints(0, 99, *shape), dtype)
+    ip = [IMODES[mode], int(bool(align)), int(size is not None)] + (list(size) if size else [0] * nsp)
+    fp = list(scale) if scale else []
+    case(f"interp_{name}", "INTERPOLATE", [x],
+         lambda x: F.interpolate(x, size=size, scale_factor=scale, mode=mode, align_corners=align), ip=ip, fp=fp, tol=tol)
+
+
+interp_case("nearest_up2_1d", (2, 3, 5), "nearest", size=(10,))
+interp_case("nearest_size_1d", (1, 2, 7), "nearest", size=(12,))
+interp_case("nearest_down_1d", (1, 2, 9), "nearest", size=(4,))
+interp_case("nearest_scale_2d", (1, 2, 4, 5), "nearest", scale=(1.5, 2.7))
+interp_case("nearest_exact_2d", (2, 1, 5, 4), "nearest-exact", size=(7, 9))
+interp_case("nearest_exact_down", (1, 1, 9, 8), "nearest-exact", scale=(0.34, 0.5))
+interp_case("nearest_3d", (1, 2, 2, 3, 4), "nearest", size=(4, 5, 3))
+interp_case("nearest_uint8", (1, 2, 3, 4), "nearest", size=(5, 8), dtype="TG_UINT8")
+interp_case("linear_up2", (2, 2, 6), "linear", scale=(2.0,))
+interp_case("linear_size", (1, 3, 5), "linear", size=(13,))
+interp_case("linear_down", (1, 2, 11), "linear", size=(4,))
+interp_case("linear_align", (1, 2, 5), "linear", size=(9,), align=True)
+interp_case("linear_align_odd", (1, 1, 4), "linear", size=(11,), align=True)
+interp_case("linear_scale_1_2", (1, 1, 7), "linear", scale=(1.2,))
+interp_case("linear_same_size_scale", (1, 1, 4), "linear", scale=(1.2,))
+interp_case("linear_to_one", (1, 1, 5), "linear", size=(1,), align=True)
+interp_case("bilinear_up2", (2, 3, 4, 5), "bilinear", scale=(2.0, 2.0))
+interp_case("bilinear_size", (1, 2, 5, 7), "bilinear", size=(8, 3))
+interp_case("bilinear_align", (1, 2, 4, 6), "bilinear", size=(7, 10), align=True)
+interp_case("bilinear_scale_mixed", (1, 1, 6, 5), "bilinear", scale=(0.5, 1.7))
+interp_case("bilinear_f64", (1, 2, 3, 4), "bilinear", size=(5, 9), dtype="TG_FLOAT64", tol=1e-12)
+interp_case("bilinear_prime_sizes", (1, 1, 7, 11), "bilinear", size=(13, 17))
+interp_case("trilinear", (1, 2, 3, 4, 2), "trilinear", size=(5, 6, 4))
+interp_case("trilinear_align", (1, 1, 2, 3, 3), "trilinear", scale=(2.0, 1.5, 1.0), align=True)
+
+
 # ------------------------------------------------------------------ writing
 
 

@@ -127,6 +127,11 @@ static int r_topk(const oifx_case *c, tg_tensor **in, tg_tensor **out) {
 
 static int r_einsum(const oifx_case *c, tg_tensor **in, tg_tensor **out) { return ONE(tg_einsum(c->str, in, c->nin)); }
 
+static int r_interpolate(const oifx_case *c, tg_tensor **in, tg_tensor **out) {
+  return ONE(tg_interpolate(in[0], c->ip[2] ? c->ip + 3 : NULL, c->ip[2] ? NULL : c->fp, (tg_interp_mode)c->ip[0],
+                            c->ip[1] != 0));
+}
+
 static const fx_runner runners[] = {
     [OIFX_PAD] = r_pad,           [OIFX_PAD_MODE] = r_pad_mode,   [OIFX_ROLL] = r_roll,
     [OIFX_TRIL] = r_tril,         [OIFX_TRIU] = r_triu,           [OIFX_DIAGONAL] = r_diagonal,
@@ -136,6 +141,7 @@ static const fx_runner runners[] = {
     [OIFX_SCATTER_REDUCE] = r_scatter_reduce, [OIFX_MASKED_FILL] = r_masked_fill,
     [OIFX_MASKED_SELECT] = r_masked_select, [OIFX_NONZERO] = r_nonzero, [OIFX_SORT] = r_sort,
     [OIFX_ARGSORT] = r_argsort, [OIFX_TOPK] = r_topk, [OIFX_EINSUM] = r_einsum,
+    [OIFX_INTERPOLATE] = r_interpolate,
 };
 
 /* Forward check of one case, float inputs computed in `as` (TG_DTYPE_COUNT: their own dtype). */
@@ -207,3 +213,4 @@ FX_TESTS(sort, SORT)
 FX_TEST(argsort, ARGSORT)
 FX_TESTS(topk, TOPK)
 FX_TESTS(einsum, EINSUM)
+FX_TESTS(interpolate, INTERPOLATE)
