@@ -78,7 +78,9 @@ static tg_tensor *resize_last(tg_tensor *x, const tap *t, int64_t out, tg_dtype 
   for (int64_t b = 0; b < q; b++)
     for (int k = 0; k < t[b].n; k++) lo = t[b].at[k] < lo ? t[b].at[k] : lo, hi = t[b].at[k] > hi ? t[b].at[k] : hi;
   int64_t width = hi - lo + 1, last = (blocks - 1) * p + hi; /* inputs lo..last are read */
-  double *table = calloc((size_t)(q * width), sizeof(double));
+  int64_t cells = 0; /* q x width weights: both >= 1 by construction; checked, the compiler cannot see it */
+  if (width < 1 || !ck_mul(q, width, &cells)) return tensor_error("interpolate: a %lld x %lld weight table", (long long)q, (long long)width);
+  double *table = calloc((size_t)cells, sizeof(double));
   if (!table) return tensor_error("interpolate: out of memory for a %lld x %lld table", (long long)q, (long long)width);
   for (int64_t b = 0; b < q; b++)
     for (int k = 0; k < t[b].n; k++) table[b * width + t[b].at[k] - lo] += t[b].w[k];
