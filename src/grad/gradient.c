@@ -77,10 +77,18 @@ static void d_fdiv(uop *u, uop *g, uop **d) {
   d[0] = fdiv(g, b), d[1] = neg(fdiv(mul(g, u), b));
 }
 
-/* The larger source gets the gradient; on a tie each gets half (like torch.maximum). */
+/* A constant the library wrote (a CONST under views), as opposed to a tensor */
+static bool is_literal(uop *x) {
+  while (x->op == OP_EXPAND || x->op == OP_RESHAPE) x = x->src[0];
+  return x->op == OP_CONST;
+}
+
+/* The larger source gets the gradient; on a tie each gets half (like torch.maximum). Against
+ * a literal constant — relu's max(x, 0) — a tie gives nothing: relu'(0) = 0, like PyTorch. */
 static void d_max(uop *u, uop *g, uop **d) {
   uop *a = u->src[0], *b = u->src[1];
-  uop *tie = where(bin(OP_CMPEQ, a, b), mul(g, k(g, 0.5)), zeros(g));
+  bool literal = is_literal(a) || is_literal(b);
+  uop *tie = literal ? zeros(g) : where(bin(OP_CMPEQ, a, b), mul(g, k(g, 0.5)), zeros(g));
   d[0] = where(bin(OP_CMPLT, b, a), g, tie);
   d[1] = where(bin(OP_CMPLT, a, b), g, tie);
 }

@@ -231,13 +231,9 @@ static uop *u_log(uop *x) { return bin(OP_MUL, un(OP_LOG2, x), k(x, LN2)); }
 static uop *u_log2(uop *x) { return un(OP_LOG2, x); }
 static uop *u_sqrt(uop *x) { return un(OP_SQRT, x); }
 static uop *u_rsqrt(uop *x) { return un(OP_RECIP, un(OP_SQRT, x)); }
-/* Floats: x where x > 0, 0 where x < 0, and x itself (±0, NaN) elsewhere, with gradient 0 at
- * 0 like PyTorch (max(x, 0) would split a tie: 1/2). Ints: max. */
-static uop *u_relu(uop *x) {
-  if (!dtype_is_float(x->dtype)) return bin(OP_MAX, x, k(x, 0));
-  uop *rest = where(bin(OP_CMPLT, x, k(x, 0)), k(x, 0), uop_new1(OP_DETACH, x->dtype, x));
-  return where(bin(OP_CMPLT, k(x, 0), x), x, rest);
-}
+/* max(x, 0): NaN stays; its gradient at 0 is 0 like PyTorch's (the MAX rule gives a tie with a
+ * literal constant nothing). A vector max, where a select costs a compare and a blend. */
+static uop *u_relu(uop *x) { return bin(OP_MAX, x, k(x, 0)); }
 static uop *u_abs(uop *x) {
   if (x->dtype == TG_BOOL || dtype_is_unsigned(x->dtype)) return x;
   if (!dtype_is_float(x->dtype)) return bin(OP_MAX, x, un(OP_NEG, x));
