@@ -409,3 +409,24 @@ TEST(hostile_idx_extent) {
   if (path) unlink(path);
   tg_clear_error();
 }
+
+/* ---------------------------------------------------------------- api_fuzz findings */
+
+/* api_fuzz (seed 1, call 277; "closing the scope left 1 UOps alive"): tg_pad_mode with nothing to
+ * pad (a 0-d tensor, or zero amounts) in reflect/replicate/circular mode returned its input
+ * through tg_keep, which moved the caller's tensor out of the caller's scope: a leaked tensor. */
+TEST(hostile_pad_mode_nothing_to_pad_leaks_nothing) {
+  tg_stats before = tg_get_stats();
+  for (int mode = TG_PAD_REFLECT; mode <= TG_PAD_CIRCULAR; mode++) {
+    tg_scope *s = tg_scope_begin();
+    tg_tensor *x0 = tg_scalar(2, TG_FLOAT32), *x2 = tg_full((int64_t[]){2, 3}, 2, 1, TG_FLOAT32);
+    int64_t zero[2] = {0, 0};
+    tg_tensor *r0 = tg_pad_mode(x0, zero, zero, (tg_padding)mode, 0), *r2 = tg_pad_mode(x2, zero, zero, (tg_padding)mode, 0);
+    CHECK(r0 && r0 != x0 && value0(r0) == 2);
+    CHECK(r2 && r2 != x2 && tg_numel(r2) == 6);
+    tg_free(r0); /* the result is a handle of its own: freeing it leaves x0 alive */
+    CHECK(value0(x0) == 2);
+    tg_scope_end(s);
+  }
+  CHECK(tg_get_stats().uops_alive == before.uops_alive);
+}

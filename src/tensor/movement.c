@@ -521,9 +521,10 @@ tg_tensor *tg_pad_mode(tg_tensor *t, const int64_t *before, const int64_t *after
   tg_tensor *x = t;
   for (int i = 0; x && i < tg_ndim(t); i++)
     if (before[i] || after[i]) x = pad_axis_fns[mode](x, i, before[i], after[i]);
-  x = tg_keep(x);
+  bool same = x == t; /* nothing to pad: tg_keep(t) would move the caller's t out of its scope */
+  x = same ? NULL : tg_keep(x);
   tg_scope_end(s);
-  return x;
+  return same ? tensor_wrap(t->u) : x;
 }
 
 /* out[j] = x[(j - shift) mod n] along axis. */

@@ -1,4 +1,4 @@
-/* api_hostile.c — the fuzzer's table of hostile calls: every public entry point with
+/* api_hostile.c — the fuzzer's table of hostile calls: the public entry points with
  * argument generators that produce 0-size, negative and huge sizes, products that overflow,
  * ranks past the maximum, far and repeated axes, NULL tensors and arrays, invalid dtypes and
  * wrong byte counts. Each call only has to keep the contract (fuzz.h); results are kept for
@@ -661,6 +661,162 @@ static void call_lifetimes(void) {
   }
 }
 
+/* ---------------------------------------------------------------- the ops of issue 12 */
+
+static const struct { const char *name; un_fn fn; } unary_ops2[] = {
+    {"log10", tg_log10}, {"log1p", tg_log1p}, {"expm1", tg_expm1}, {"asin", tg_asin}, {"acos", tg_acos},
+    {"atan", tg_atan}, {"sinh", tg_sinh}, {"cosh", tg_cosh}, {"asinh", tg_asinh}, {"acosh", tg_acosh},
+    {"atanh", tg_atanh}, {"erf", tg_erf}, {"isfinite", tg_isfinite}, {"selu", tg_selu}, {"relu6", tg_relu6},
+    {"hardsigmoid", tg_hardsigmoid}, {"hardswish", tg_hardswish}, {"mish", tg_mish}, {"softsign", tg_softsign},
+    {"logsigmoid", tg_logsigmoid}, {"quick_gelu", tg_quick_gelu},
+};
+static const struct { const char *name; bin_fn fn; } binary_ops2[] = {
+    {"atan2", tg_atan2}, {"copysign", tg_copysign}, {"fmod", tg_fmod}, {"logaddexp", tg_logaddexp},
+    {"bitwise_left_shift", tg_bitwise_left_shift}, {"bitwise_right_shift", tg_bitwise_right_shift},
+};
+
+static void call_elementwise2(void) {
+  tg_tensor *a = fz_tensor(true), *b = fz_tensor(true), *c = fz_tensor(true), *r;
+  double x = fz_double(), y = fz_double();
+  int k = (int)fz_below(N_(unary_ops2) + N_(binary_ops2) + 6);
+  fz_log("elementwise2 %d(a rank %d, b rank %d, %g, %g)", k, ndim_of(a), ndim_of(b), x, y);
+  if (k < N_(unary_ops2)) r = unary_ops2[k].fn(a);
+  else if ((k -= N_(unary_ops2)) < N_(binary_ops2)) r = binary_ops2[k].fn(a, b);
+  else switch (k - N_(binary_ops2)) {
+      case 0: r = tg_elu(a, x); break;
+      case 1: r = tg_celu(a, x); break;
+      case 2: r = tg_hardtanh(a, x, y); break;
+      case 3: r = tg_isclose(a, b, x, y, fz_chance(50)); break;
+      case 4: r = tg_lerp(a, b, c); break;
+      default: r = tg_masked_fill(a, b, x); break;
+    }
+  keep("elementwise2", r, true);
+}
+
+/* Calls that read values on the host (the shape of their result depends on them): cheap only. */
+static void call_host_reading(void) {
+  tg_tensor *a = fz_tensor(true), *b = fz_tensor(true);
+  if ((a && !cheap(a)) || (b && !cheap(b))) return;
+  int k = (int)fz_below(4), axis = fz_axis(ndim_of(a));
+  fz_log("host-reading %d(a rank %d, b rank %d, axis %d)", k, ndim_of(a), ndim_of(b), axis);
+  if (k == 0) keep("masked_select", tg_masked_select(a, b), true);
+  else if (k == 1) keep("nonzero", tg_nonzero(a), true);
+  else if (k == 2) keep("repeat_interleave_t", tg_repeat_interleave_t(a, b, axis), true);
+  else {
+    int rc = tg_allclose(a, b, fz_double(), fz_double(), fz_chance(50));
+    if (rc < 0) fz_check_status("allclose", rc);
+    else if (rc > 1) fz_violation("allclose returned %d", rc);
+  }
+}
+
+static void call_axis_ops2(void) {
+  tg_tensor *t = fz_tensor(true), *r;
+  int nd = ndim_of(t), axis = fz_axis(nd), b = fz_axis(nd), n = fz_chance(85) ? (int)fz_below(4) : fz_int();
+  int64_t v = fz_chance(70) ? fz_below(5) - 2 : fz_size(), w = fz_chance(70) ? 1 + fz_below(3) : fz_size();
+  int64_t sizes[SHAPE_CAP], before[SHAPE_CAP], after[SHAPE_CAP];
+  int axes[SHAPE_CAP], k = (int)fz_below(13);
+  for (int i = 0; i < SHAPE_CAP; i++) {
+    sizes[i] = fz_chance(70) ? (fz_chance(30) ? -1 : 1 + fz_below(3)) : fz_size();
+    before[i] = fz_chance(70) ? fz_below(5) - 2 : fz_size(), after[i] = fz_chance(70) ? fz_below(5) - 2 : fz_size();
+    axes[i] = fz_axis(nd);
+  }
+  if (n > SHAPE_CAP) n = SHAPE_CAP;
+  fz_log("axis op2 %d(t rank %d, axis %d, %d, n %d, %lld, %lld)", k, nd, axis, b, n, (long long)v, (long long)w);
+  switch (k) {
+    case 0: r = tg_cumprod(t, axis); break;
+    case 1: r = tg_logcumsumexp(t, axis); break;
+    case 2: r = tg_softmin(t, axis); break;
+    case 3: r = tg_argsort(t, axis, fz_chance(50)); break;
+    case 4: r = tg_normalize(t, fz_double(), axis, fz_double()); break;
+    case 5: r = tg_unfold(t, axis, v, w); break;
+    case 6: r = tg_unflatten(t, axis, fz_chance(3) ? NULL : sizes, n); break;
+    case 7: r = tg_repeat_interleave(t, v, axis); break;
+    case 8: r = tg_diagonal(t, v, axis, b); break;
+    case 9: r = fz_chance(50) ? tg_tril(t, v) : tg_triu(t, v); break;
+    case 10: r = tg_diag(t, v); break;
+    case 11: r = tg_roll(t, fz_chance(3) ? NULL : before, fz_chance(20) ? NULL : axes, n); break;
+    default: r = tg_pad_mode(t, before, after, (tg_padding)(fz_chance(90) ? fz_below(4) : fz_int()), fz_double()); break;
+  }
+  keep("axis op2", r, true);
+}
+
+static void call_multi_out(void) {
+  tg_tensor *t = fz_tensor(true), *o[8] = {0};
+  int axis = fz_axis(ndim_of(t)), k = (int)fz_below(6), axes[SHAPE_CAP], n = gen_axes(axes, ndim_of(t)), rc;
+  bool null_out = fz_chance(10);
+  fz_log("multi-out %d(t rank %d, axis %d, n %d)", k, ndim_of(t), axis, n);
+  switch (k) {
+    case 0: rc = tg_cummax(t, axis, null_out ? NULL : &o[0], fz_chance(50) ? NULL : &o[1]); break;
+    case 1: rc = tg_cummin(t, axis, null_out ? NULL : &o[0], &o[1]); break;
+    case 2: rc = tg_sort(t, axis, fz_chance(50), null_out ? NULL : &o[0], fz_chance(50) ? NULL : &o[1]); break;
+    case 3: rc = tg_topk(t, fz_chance(70) ? fz_below(4) : fz_size(), axis, fz_chance(50), &o[0], null_out ? NULL : &o[1]); break;
+    case 4: rc = tg_var_mean(t, axes, n, fz_chance(50), fz_double(), &o[0], null_out ? NULL : &o[1]); break;
+    default: { /* meshgrid of up to 3 tensors */
+      tg_tensor *ts[3] = {t, fz_tensor(true), fz_tensor(true)};
+      int m = fz_chance(85) ? (int)fz_below(4) : fz_int();
+      rc = tg_meshgrid(ts, m > 3 ? 3 : m, fz_chance(50), null_out ? NULL : o);
+      break;
+    }
+  }
+  fz_check_status("multi-out", rc);
+  for (int i = 0; rc == 0 && i < 8; i++)
+    if (o[i]) keep("multi-out", o[i], true); /* outputs not asked for stay NULL */
+}
+
+static void call_scatter(void) {
+  tg_tensor *t = fz_tensor(true), *idx = fz_tensor(true), *src = fz_tensor(true), *r;
+  int axis = fz_axis(ndim_of(t)), k = (int)fz_below(3);
+  if (idx && fz_chance(60)) idx = tg_cast(idx, TG_INT64);
+  fz_log("scatter %d(t rank %d, %d, idx rank %d, src rank %d)", k, ndim_of(t), axis, ndim_of(idx), ndim_of(src));
+  if (k == 0) r = tg_scatter(t, axis, idx, src);
+  else if (k == 1) r = tg_scatter_add(t, axis, idx, src);
+  else r = tg_scatter_reduce(t, axis, idx, src, (tg_scatter_op)(fz_chance(90) ? fz_below(5) : fz_int()), fz_chance(50));
+  keep("scatter", r, true);
+}
+
+static void call_einsum(void) {
+  static const char *eqs[] = {"ij,jk->ik", "ii->i", "ii", "...ij->...ji", "i,i", "ab->ba", "a->", "->", "iii",
+                              ",->", "ij->ijk", "...", "a...b,b...->a", "bij,bjk->bik", "i,j->ij", "", "->->", "a,a,a",
+                              "ij->j", "\xff", "aA", "a..b", "...->...", "ij,ij,ij->", "abcdefghijklmnopqrstuvwxyz->"};
+  char big[300];
+  memset(big, 'a', sizeof big - 1), big[sizeof big - 1] = 0;
+  tg_tensor *ts[3] = {fz_tensor(true), fz_tensor(true), fz_tensor(true)};
+  int n = fz_chance(85) ? (int)fz_below(4) : fz_int();
+  const char *eq = fz_chance(3) ? NULL : fz_chance(3) ? big : eqs[fz_below(N_(eqs))];
+  fz_log("einsum(\"%.40s\", ts, %d)", eq ? eq : "(null)", n);
+  keep("einsum", tg_einsum(eq, fz_chance(3) ? NULL : ts, n > 3 ? 3 : n), true);
+}
+
+static void call_conv_pool_nd(void) {
+  tg_tensor *x = fz_tensor(true), *w = fz_tensor(true), *b = fz_chance(50) ? NULL : fz_tensor(true), *idx = NULL, *r;
+  int st[SHAPE_CAP], pad[SHAPE_CAP], dil[SHAPE_CAP], k[SHAPE_CAP], opad[SHAPE_CAP], pad2[SHAPE_CAP];
+  int64_t out[SHAPE_CAP];
+  double scale[SHAPE_CAP];
+  for (int i = 0; i < SHAPE_CAP; i++) {
+    st[i] = fz_chance(85) ? 1 + (int)fz_below(2) : fz_int(), pad[i] = fz_chance(85) ? (int)fz_below(2) : fz_int();
+    dil[i] = fz_chance(85) ? 1 + (int)fz_below(2) : fz_int(), k[i] = fz_chance(85) ? 1 + (int)fz_below(3) : fz_int();
+    opad[i] = fz_chance(85) ? 0 : fz_int(), pad2[i] = fz_chance(85) ? (int)fz_below(2) : fz_int();
+    out[i] = fz_chance(70) ? 1 + fz_below(4) : fz_size(), scale[i] = fz_chance(70) ? 0.5 + (double)fz_below(4) : fz_double();
+  }
+  int nsp = fz_chance(85) ? 1 + (int)fz_below(3) : fz_int(), groups = fz_chance(85) ? 1 : fz_int(), which = (int)fz_below(6);
+  tg_pool_opts o = {fz_chance(30) ? NULL : st, fz_chance(50) ? NULL : pad, fz_chance(80) ? NULL : pad2,
+                    fz_chance(50) ? NULL : dil, fz_chance(30), fz_chance(30), fz_chance(80) ? 0 : fz_int()};
+  fz_log("conv/pool nd %d(x rank %d, w rank %d, nsp %d, groups %d)", which, ndim_of(x), ndim_of(w), nsp, groups);
+  switch (which) {
+    case 0: r = tg_conv(x, w, b, nsp, st, pad, dil, groups); break;
+    case 1: r = tg_conv_transpose(x, w, b, nsp, st, pad, opad, dil, groups); break;
+    case 2: r = tg_max_pool(x, nsp, fz_chance(5) ? NULL : k, fz_chance(10) ? NULL : &o, fz_chance(50) ? &idx : NULL); break;
+    case 3: r = tg_avg_pool(x, nsp, k, fz_chance(10) ? NULL : &o); break;
+    case 4: r = tg_max_unpool(x, w, nsp, k, fz_chance(30) ? NULL : st, fz_chance(50) ? NULL : pad, fz_chance(50) ? NULL : out); break;
+    default:
+      r = tg_interpolate(x, fz_chance(50) ? out : NULL, fz_chance(50) ? scale : NULL,
+                         (tg_interp_mode)(fz_chance(90) ? fz_below(5) : fz_int()), fz_chance(50));
+      break;
+  }
+  keep("conv/pool nd", r, true);
+  if (r && idx) keep("max_pool indices", idx, true);
+}
+
 const fz_call fz_hostile_calls[] = {
     {"from_data", 6, call_from_data}, {"full", 6, call_full},      {"like", 2, call_like},
     {"ranges", 3, call_ranges},       {"random", 4, call_random},  {"reshape_expand", 6, call_reshape_expand},
@@ -674,5 +830,8 @@ const fz_call fz_hostile_calls[] = {
     {"grad", 2, call_grad},           {"grad_chain", 3, call_grad_chain},           {"layers", 1, call_layers},  {"optimizer", 1, call_optimizer},
     {"files", 1, call_files},         {"state_dict", 1, call_state_dict}, {"loader", 1, call_loader},
     {"lifetimes", 2, call_lifetimes},
+    {"elementwise2", 4, call_elementwise2}, {"host_reading", 2, call_host_reading}, {"axis_ops2", 6, call_axis_ops2},
+    {"multi_out", 3, call_multi_out},  {"scatter", 3, call_scatter}, {"einsum", 3, call_einsum},
+    {"conv_pool_nd", 4, call_conv_pool_nd},
 };
 const int fz_hostile_ncalls = N_(fz_hostile_calls);

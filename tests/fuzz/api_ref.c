@@ -332,7 +332,15 @@ static void ref_reduce(void) {
   for (int i = 0; i < a.nd; i++)
     if (fz_chance(50)) mask[i] = true, axes[n++] = fz_chance(50) ? i : i - a.nd;
   if (a.nd == 0 && fz_chance(50)) axes[n++] = fz_chance(50) ? 0 : -1; /* reduces nothing */
-  bool all = n == 0;
+  bool all = n == 0, empty = false;
+  for (int i = 0; i < a.nd; i++) empty |= (mask[i] || all) && a.s[i] == 0;
+  if (is_max && empty) { /* the max of no elements is an error (semantics.md) */
+    fz_log("max(%s, %d axes): an empty reduced axis", fz_shape_str(a.s, a.nd), n);
+    tg_tensor *r = tg_max(t, axes, n, keepdim);
+    if (r) fz_violation("max over an empty axis gave a result");
+    else fz_check_tensor("max", r);
+    return;
+  }
   int64_t s[RMAX];
   int nd = 0;
   for (int i = 0; i < a.nd; i++)
