@@ -214,3 +214,302 @@ FX_TEST(argsort, ARGSORT)
 FX_TESTS(topk, TOPK)
 FX_TESTS(einsum, EINSUM)
 FX_TESTS(interpolate, INTERPOLATE)
+
+/* ------------------------------------------------------------ more dtypes */
+
+/* Movement and selection copy values: in float16 and bfloat16 they give the fixtures' values
+ * rounded to those types (tolerance: a half ulp of 16-bit floats). Interpolate, einsum and
+ * scatter_reduce computed in float64 agree with PyTorch's float32 results to float32
+ * precision. The first float32 case of each op (every case compiles its own kernels). */
+TEST(oi_movement_half_and_f64) {
+  static const int copy_ops[] = {OIFX_PAD, OIFX_PAD_MODE, OIFX_ROLL, OIFX_TRIL, OIFX_TRIU, OIFX_DIAGONAL, OIFX_DIAG,
+                                 OIFX_MESHGRID, OIFX_UNFOLD, OIFX_UNFLATTEN, OIFX_REPEAT_INTERLEAVE, OIFX_GATHER,
+                                 OIFX_SCATTER, OIFX_MASKED_SELECT, OIFX_SORT, OIFX_TOPK};
+  int ran = 0;
+  bool done[64] = {0};
+  for (int i = 0; i < OIFX_NCASES; i++) {
+    const oifx_case *c = &oifx_cases[i];
+    bool copy = false;
+    if (done[c->op] || c->in[0].dtype != TG_FLOAT32) continue;
+    done[c->op] = true;
+    for (size_t k = 0; k < sizeof copy_ops / sizeof copy_ops[0]; k++) copy |= c->op == copy_ops[k];
+    if (copy) {
+      bool nan_sort = c->op == OIFX_SORT && strstr(c->name, "special"); /* -inf/inf/NaN keep their order */
+      fx_forward(c, TG_FLOAT16, nan_sort ? 0 : 4e-3), fx_forward(c, TG_BFLOAT16, nan_sort ? 0 : 8e-3), ran++;
+    } else if (c->op == OIFX_EINSUM || c->op == OIFX_INTERPOLATE || c->op == OIFX_SCATTER_REDUCE) {
+      fx_forward(c, TG_FLOAT64, 1e-5), ran++;
+    }
+  }
+  CHECK(ran == (int)(sizeof copy_ops / sizeof copy_ops[0]) + 3);
+}
+
+/* ------------------------------------------------------------ against naive loops */
+
+static uint32_t lcg(uint32_t *s) { return *s = *s * 1664525u + 1013904223u; }
+
+typedef struct { float v; int64_t i; } vi;
+static int cmp_vi(const void *a, const void *b) { /* ascending, ties by position: a stable sort */
+  const vi *x = a, *y = b;
+  return x->v < y->v ? -1 : x->v > y->v ? 1 : x->i < y->i ? -1 : x->i > y->i;
+}
+
+/* 3 rows of 100 (not a power of two: padded to 128, 28 steps) of 16 distinct values (many
+ * ties), against qsort of (value, position); topk's first 10 are the sort's; the gradient of
+ * sum(values * w) puts w[j] at the position value j came from. */
+TEST(oi_sort_against_qsort) {
+  enum { R = 3, N = 100, K = 10 };
+  float *x = malloc(sizeof(float) * R * N), *w = malloc(sizeof(float) * R * N), *vals = malloc(sizeof(float) * R * N);
+  float *grad = malloc(sizeof(float) * R * N), tv[R * K];
+  int64_t *idx = malloc(sizeof(int64_t) * R * N), ti[R * K];
+  vi *ref = malloc(sizeof(vi) * N);
+  uint32_t s = 5;
+  for (int i = 0; i < R * N; i++) x[i] = (float)(lcg(&s) >> 28) - 8.0f, w[i] = (float)(lcg(&s) >> 20) / 4096.0f;
+  tg_scope *sc = tg_scope_begin();
+  tg_tensor *tx = tg_from_data(x, TG_FLOAT32, (int64_t[]){R, N}, 2), *v = NULL, *ix = NULL, *kv = NULL, *ki = NULL, *g = NULL;
+  CHECK(tg_sort(tx, 1, false, &v, &ix) == 0);
+  CHECK(tg_topk(tx, K, -1, false, &kv, &ki) == 0);
+  tg_tensor *loss = tg_sum(tg_mul(v, tg_from_data(w, TG_FLOAT32, (int64_t[]){R, N}, 2)), NULL, 0, false);
+  CHECK(tg_gradient(loss, &tx, 1, &g) == 0);
+  CHECK(tg_to_host(v, vals, sizeof(float) * R * N) == 0 && tg_to_host(ix, idx, sizeof(int64_t) * R * N) == 0);
+  CHECK(tg_to_host(kv, tv, sizeof tv) == 0 && tg_to_host(ki, ti, sizeof ti) == 0);
+  CHECK(tg_to_host(g, grad, sizeof(float) * R * N) == 0);
+  int bad = 0;
+  for (int r = 0; r < R; r++) {
+    for (int i = 0; i < N; i++) ref[i] = (vi){x[r * N + i], i};
+    qsort(ref, N, sizeof *ref, cmp_vi);
+    for (int i = 0; i < N; i++) {
+      bad += vals[r * N + i] != ref[i].v || idx[r * N + i] != ref[i].i;
+      bad += grad[r * N + ref[i].i] != w[r * N + i];
+      if (i < K) bad += tv[r * K + i] != ref[i].v || ti[r * K + i] != ref[i].i;
+    }
+  }
+  CHECK(bad == 0);
+  tg_scope_end(sc);
+  free(x), free(w), free(vals), free(grad), free(idx), free(ref);
+}
+
+/* The network is p(p+1)/2 stored steps (n2 = 2^p): per step at most 3 kernels (the exchange
+ * decisions, the values, the positions), each O(n) — no n^2 comparison matrix. Its gradient
+ * is the same network keyed by the positions, carrying the gradient. Same shape as the qsort
+ * test (the kernels are shared). */
+TEST(oi_sort_kernels_per_step) {
+  enum { R = 3, N = 100, N2 = 128, STEPS = 28 }; /* p = 7 */
+  tg_scope *s = tg_scope_begin();
+  tg_tensor *x = tg_rand((int64_t[]){R, N}, 2, TG_FLOAT32), *v = NULL, *ix = NULL, *g = NULL;
+  CHECK(tg_realize(x) == 0);
+  CHECK(tg_sort(x, 1, false, &v, &ix) == 0);
+  tg_tensor *both[2] = {v, ix};
+  tg_reset_stats();
+  CHECK(tg_realize_many(both, 2) == 0);
+  CHECK(tg_get_stats().kernels_run <= 3 * STEPS + 2);
+  CHECK(tg_get_stats().flops < 40ull * R * N2 * STEPS);
+  CHECK(tg_gradient(tg_sum(tg_mul(v, v), NULL, 0, false), &x, 1, &g) == 0);
+  tg_reset_stats();
+  CHECK(tg_realize(g) == 0);
+  CHECK(tg_get_stats().kernels_run <= 5 * STEPS + 2);
+  CHECK(tg_get_stats().flops < 64ull * R * N2 * STEPS);
+  tg_scope_end(s);
+}
+
+/* Plain scatter keeps the last write of a target; the overwritten sources get no gradient
+ * (their values do not reach the result; PyTorch gives them the target's gradient). An index
+ * out of range writes nothing (PyTorch: an error). */
+TEST(oi_scatter_duplicates_and_out_of_range) {
+  tg_scope *s = tg_scope_begin();
+  float t[4] = {1, 2, 3, 4}, src[5] = {10, 20, 30, 40, 50}, out[4], gs[5];
+  int64_t index[5] = {1, 3, 1, 7, -1};
+  tg_tensor *tt = tg_from_data(t, TG_FLOAT32, (int64_t[]){4}, 1), *ts = tg_from_data(src, TG_FLOAT32, (int64_t[]){5}, 1);
+  tg_tensor *r = tg_scatter(tt, 0, tg_from_data(index, TG_INT64, (int64_t[]){5}, 1), ts), *g = NULL;
+  CHECK(tg_to_host(r, out, sizeof out) == 0);
+  CHECK(out[0] == 1 && out[1] == 30 && out[2] == 3 && out[3] == 20);
+  CHECK(tg_gradient(tg_sum(r, NULL, 0, false), &ts, 1, &g) == 0);
+  CHECK(tg_to_host(g, gs, sizeof gs) == 0);
+  CHECK(gs[0] == 0 && gs[1] == 1 && gs[2] == 1 && gs[3] == 0 && gs[4] == 0);
+  tg_scope_end(s);
+}
+
+/* A 2x bilinear upsample reads a window of 3 inputs per output and axis (a period of q = 2
+ * outputs per p = 1 input): its work grows with the output, not with output x input. */
+TEST(oi_interpolate_periodic_work) {
+  tg_scope *s = tg_scope_begin();
+  tg_tensor *x = tg_rand((int64_t[]){1, 1, 64, 64}, 4, TG_FLOAT32);
+  CHECK(tg_realize(x) == 0);
+  tg_tensor *y = tg_interpolate(x, NULL, (const double[]){2, 2}, TG_INTERP_BILINEAR, false);
+  tg_reset_stats();
+  CHECK(tg_realize(y) == 0);
+  uint64_t flops = tg_get_stats().flops;
+  CHECK(flops > 0 && flops < 64 * 128 * 128); /* dense tables would be 2 * 128*128*64 multiply-adds */
+  tg_scope_end(s);
+}
+
+/* masked_select and nonzero read the mask on the host: a lazy mask is realized on the way and
+ * the result is an ordinary (realized or lazy) tensor; gradients flow to the selected values. */
+TEST(oi_masked_select_lazy_mask) {
+  tg_scope *s = tg_scope_begin();
+  float x[6] = {-1, 2, -3, 4, 5, -6}, got[3], gx[6];
+  tg_tensor *tx = tg_from_data(x, TG_FLOAT32, (int64_t[]){2, 3}, 2), *g = NULL;
+  tg_tensor *m = tg_gt(tx, tg_zeros_like(tx));
+  tg_tensor *r = tg_masked_select(tg_mul_s(tx, 2), m);
+  CHECK(r && tg_numel(r) == 3 && tg_to_host(r, got, sizeof got) == 0);
+  CHECK(got[0] == 4 && got[1] == 8 && got[2] == 10);
+  CHECK(tg_gradient(tg_sum(r, NULL, 0, false), &tx, 1, &g) == 0 && tg_to_host(g, gx, sizeof gx) == 0);
+  CHECK(gx[0] == 0 && gx[1] == 2 && gx[2] == 0 && gx[3] == 2 && gx[4] == 2 && gx[5] == 0);
+  int64_t nz[6];
+  tg_tensor *z = tg_nonzero(m);
+  CHECK(z && tg_dim(z, 0) == 3 && tg_dim(z, 1) == 2 && tg_to_host(z, nz, sizeof nz) == 0);
+  CHECK(nz[0] == 0 && nz[1] == 1 && nz[2] == 1 && nz[3] == 0 && nz[4] == 1 && nz[5] == 1);
+  tg_scope_end(s);
+}
+
+/* Views stay views: unfold, diagonal, roll and a reflect pad of a buffer realize in one kernel
+ * that reads the input (no intermediate copies). */
+TEST(oi_views_one_kernel) {
+  tg_scope *s = tg_scope_begin();
+  tg_tensor *x = tg_rand((int64_t[]){6, 10}, 2, TG_FLOAT32);
+  CHECK(tg_realize(x) == 0);
+  tg_tensor *ys[] = {
+      tg_unfold(x, 1, 4, 3), tg_unfold(x, 1, 2, 5), tg_diagonal(x, 2, 0, 1), tg_roll(x, (int64_t[]){3, -4}, (int[]){0, 1}, 2),
+      tg_pad_mode(x, (int64_t[]){2, 3}, (int64_t[]){1, 9}, TG_PAD_REFLECT, 0), tg_diag(tg_slice(x, 0, 0, 1, 1), 1),
+  };
+  for (int i = 0; i < 6; i++) {
+    tg_reset_stats();
+    CHECK(tg_realize(ys[i]) == 0);
+    CHECK(tg_get_stats().kernels_run == 1);
+  }
+  tg_scope_end(s);
+}
+
+/* ------------------------------------------------------------ argument errors */
+
+#include "runtime/helpers.h" /* tg_error_status: the status a NULL-returning call set */
+
+static int msg_has(const char *s) { return strstr(tg_last_error(), s) != NULL; }
+
+/* r is NULL (or rc < 0) with a message naming op. */
+static int failed(const void *r, const char *op) {
+  int ok = r == NULL && tg_error_status() < 0 && msg_has(op);
+  if (!ok) printf("  %s: got %s, \"%s\"\n", op, r ? "a result" : "NULL", tg_last_error());
+  tg_clear_error();
+  return ok;
+}
+static int failed_rc(int rc, const char *op) { return failed(rc < 0 ? NULL : "", op); }
+
+TEST(oi_err_movement) {
+  tg_scope *s = tg_scope_begin();
+  tg_tensor *x = tg_ones((int64_t[]){2, 3}, 2, TG_FLOAT32), *v1 = tg_ones((int64_t[]){1}, 1, TG_FLOAT32);
+  tg_tensor *e = tg_ones((int64_t[]){0, 3}, 2, TG_FLOAT32), *out[3];
+  int64_t z[2] = {0, 0}, one[2] = {0, 1}, big[2] = {0, -4};
+  CHECK(failed(tg_pad_mode(x, z, one, (tg_padding)9, 0), "invalid mode"));
+  CHECK(failed(tg_pad_mode(x, z, big, TG_PAD_REFLECT, 0), "crops more"));
+  CHECK(failed(tg_pad_mode(x, NULL, z, TG_PAD_CIRCULAR, 0), "pad"));
+  CHECK(failed(tg_pad_mode(v1, (int64_t[]){1}, (int64_t[]){0}, TG_PAD_REFLECT, 0), "at least 2"));
+  CHECK(failed(tg_pad_mode(e, (int64_t[]){1, 0}, z, TG_PAD_REPLICATE, 0), "empty axis"));
+  CHECK(failed(tg_pad_mode(e, (int64_t[]){1, 0}, z, TG_PAD_CIRCULAR, 0), "empty axis"));
+  CHECK(failed(tg_pad_mode(x, (int64_t[]){0, INT64_MAX}, one, TG_PAD_CIRCULAR, 0), "overflows"));
+  CHECK(failed(tg_roll(x, NULL, NULL, 1), "roll"));
+  CHECK(failed(tg_roll(x, (int64_t[]){1, 2}, NULL, 2), "roll"));
+  CHECK(failed(tg_roll(x, (int64_t[]){1}, (int[]){2}, 1), "roll: axis 2"));
+  CHECK(failed(tg_tril(v1, 0), "tril: needs at least 2 axes"));
+  CHECK(failed(tg_triu(tg_scalar(1, TG_FLOAT32), 0), "triu"));
+  CHECK(failed(tg_diagonal(x, 0, 1, -1), "both axes"));
+  CHECK(failed(tg_diagonal(x, 0, 0, 2), "diagonal: axis 2"));
+  CHECK(failed(tg_diag(tg_ones((int64_t[]){2, 2, 2}, 3, TG_FLOAT32), 0), "diag: needs 1 or 2 axes"));
+  CHECK(failed(tg_diag(v1, INT64_MIN), "diag"));
+  CHECK(failed(tg_diag(tg_ones((int64_t[]){1 << 20}, 1, TG_FLOAT32), INT64_MAX - 5), "diag"));
+  CHECK(failed_rc(tg_meshgrid(NULL, 2, false, out), "meshgrid"));
+  CHECK(failed_rc(tg_meshgrid((tg_tensor *[]){x, v1}, 2, false, out), "rank 2") && !out[0] && !out[1]);
+  CHECK(failed_rc(tg_meshgrid((tg_tensor *[]){v1, tg_cast(v1, TG_INT32)}, 2, true, out), "int32") && !out[0]);
+  CHECK(failed(tg_unfold(x, 1, 4, 1), "unfold: windows of 4"));
+  CHECK(failed(tg_unfold(x, 1, 2, 0), "unfold"));
+  CHECK(failed(tg_unfold(x, 1, -1, 1), "unfold"));
+  CHECK(failed(tg_unfold(tg_scalar(1, TG_FLOAT32), 0, 1, 1), "unfold: axis 0"));
+  CHECK(failed(tg_unflatten(x, 1, (int64_t[]){2, 2}, 2), "do not make axis 1"));
+  CHECK(failed(tg_unflatten(x, 1, (int64_t[]){-1, -1}, 2), "one -1"));
+  CHECK(failed(tg_unflatten(x, 1, (int64_t[]){3}, 0), "unflatten"));
+  CHECK(failed(tg_unflatten(x, 3, (int64_t[]){3}, 1), "unflatten: axis 3"));
+  CHECK(failed(tg_unflatten(x, 0, (int64_t[]){INT64_MAX, 4}, 2), "unflatten"));
+  CHECK(failed(tg_repeat_interleave(x, -1, 0), "negative repeats"));
+  CHECK(failed(tg_repeat_interleave(x, INT64_MAX, 0), "repeat_interleave"));
+  CHECK(failed(tg_repeat_interleave(x, 2, 5), "repeat_interleave: axis 5"));
+  tg_scope_end(s);
+}
+
+TEST(oi_err_indexing) {
+  tg_scope *s = tg_scope_begin();
+  tg_tensor *x = tg_ones((int64_t[]){3, 4}, 2, TG_FLOAT32), *i = tg_zeros((int64_t[]){2, 4}, 2, TG_INT64);
+  tg_tensor *fi = tg_zeros((int64_t[]){2, 4}, 2, TG_FLOAT32), *m = tg_ones((int64_t[]){3, 4}, 2, TG_BOOL);
+  tg_tensor *v = NULL, *ix = NULL;
+  CHECK(failed(tg_scatter(x, 0, fi, fi), "scatter: index must be an integer"));
+  CHECK(failed(tg_scatter(x, 0, i, tg_cast(fi, TG_FLOAT64)), "scatter: src is float64"));
+  CHECK(failed(tg_scatter(x, 0, tg_zeros((int64_t[]){2, 5}, 2, TG_INT64), tg_ones((int64_t[]){2, 5}, 2, TG_FLOAT32)),
+               "fit in both"));
+  CHECK(failed(tg_scatter(x, 0, i, tg_ones((int64_t[]){1, 4}, 2, TG_FLOAT32)), "fit in both"));
+  CHECK(failed(tg_scatter(x, 0, tg_zeros((int64_t[]){2}, 1, TG_INT64), fi), "rank"));
+  CHECK(failed(tg_scatter(x, 2, i, fi), "scatter: axis 2"));
+  CHECK(failed(tg_scatter(NULL, 0, i, fi), "scatter"));
+  CHECK(failed(tg_scatter_reduce(x, 0, i, fi, (tg_scatter_op)7, true), "invalid reduction 7"));
+  CHECK(failed(tg_scatter_reduce(tg_cast(x, TG_BOOL), 0, i, tg_cast(fi, TG_BOOL), TG_SCATTER_SUM, true), "bool"));
+  CHECK(failed(tg_scatter_add(x, 0, fi, fi), "scatter_reduce"));
+  CHECK(failed(tg_masked_fill(x, x, 1), "masked_fill: mask must be bool"));
+  CHECK(failed(tg_masked_fill(x, tg_ones((int64_t[]){2, 3, 4}, 3, TG_BOOL), 1), "does not broadcast to"));
+  CHECK(failed(tg_masked_fill(x, tg_ones((int64_t[]){3}, 1, TG_BOOL), 1), "do not broadcast"));
+  CHECK(failed(tg_masked_select(x, tg_cast(m, TG_INT32)), "masked_select: mask must be bool"));
+  CHECK(failed(tg_masked_select(x, tg_ones((int64_t[]){2, 4}, 2, TG_BOOL)), "do not broadcast"));
+  CHECK(failed(tg_nonzero(NULL), "nonzero"));
+  CHECK(failed(tg_repeat_interleave_t(x, fi, 0), "integer tensor"));
+  CHECK(failed(tg_repeat_interleave_t(x, tg_ones((int64_t[]){2}, 1, TG_INT64), 0), "2 repeats for 3"));
+  CHECK(failed(tg_repeat_interleave_t(x, tg_full((int64_t[]){3}, 1, -1, TG_INT64), 0), "repeat_interleave"));
+  CHECK(failed(tg_repeat_interleave_t(x, tg_full((int64_t[]){3}, 1, (double)(INT64_C(1) << 62), TG_INT64), 0), "2^60"));
+  CHECK(failed_rc(tg_sort(x, 2, false, &v, &ix), "sort: axis 2") && !v && !ix);
+  CHECK(failed_rc(tg_sort(x, 0, false, NULL, NULL), "no output"));
+  CHECK(failed_rc(tg_sort(NULL, 0, false, &v, NULL), "sort") && !v);
+  CHECK(failed(tg_argsort(x, -3, true), "argsort: axis -3"));
+  CHECK(failed_rc(tg_topk(x, 5, 1, true, &v, &ix), "topk: k = 5 is more than") && !v && !ix);
+  CHECK(failed_rc(tg_topk(x, -1, 1, true, &v, &ix), "topk: k = -1") && !v && !ix);
+  tg_scope_end(s);
+}
+
+TEST(oi_err_einsum) {
+  tg_scope *s = tg_scope_begin();
+  tg_tensor *a = tg_ones((int64_t[]){2, 3}, 2, TG_FLOAT32), *b = tg_ones((int64_t[]){3, 4}, 2, TG_FLOAT32);
+  tg_tensor *sq = tg_ones((int64_t[]){2, 3}, 2, TG_FLOAT32), *ab[2] = {a, b};
+  CHECK(failed(tg_einsum(NULL, ab, 2), "einsum"));
+  CHECK(failed(tg_einsum("ij", ab, 0), "einsum"));
+  CHECK(failed(tg_einsum("ij,jk", (tg_tensor *[]){a, NULL}, 2), "einsum"));
+  CHECK(failed(tg_einsum("ij,jk->ik", ab, 1), "operand terms"));
+  CHECK(failed(tg_einsum("ij", ab, 2), "operand terms"));
+  CHECK(failed(tg_einsum("i1,jk", ab, 2), "invalid term"));
+  CHECK(failed(tg_einsum("i..j,jk", ab, 2), "invalid term"));
+  CHECK(failed(tg_einsum("...i...,jk", ab, 2), "invalid term"));
+  CHECK(failed(tg_einsum("ijk,jk", ab, 2), "does not match operand 0"));
+  CHECK(failed(tg_einsum("ij,jk->iz", ab, 2), "'z'"));
+  CHECK(failed(tg_einsum("ij,jk->ii", ab, 2), "repeated"));
+  CHECK(failed(tg_einsum("ij,jk->i-", ab, 2), "invalid output"));
+  CHECK(failed(tg_einsum("ij,ij->ij", ab, 2), "sizes 2 and 3"));
+  CHECK(failed(tg_einsum("ii", &sq, 1), "repeated label has sizes 2 and 3"));
+  tg_scope_end(s);
+}
+
+TEST(oi_err_interpolate) {
+  tg_scope *s = tg_scope_begin();
+  tg_tensor *x3 = tg_ones((int64_t[]){1, 2, 5}, 3, TG_FLOAT32), *x4 = tg_ones((int64_t[]){1, 2, 4, 4}, 4, TG_FLOAT32);
+  int64_t sz[3] = {8, 8, 8};
+  double sf[3] = {2, 2, 2};
+  CHECK(failed(tg_interpolate(NULL, sz, NULL, TG_INTERP_NEAREST, false), "interpolate"));
+  CHECK(failed(tg_interpolate(tg_ones((int64_t[]){4, 4}, 2, TG_FLOAT32), sz, NULL, TG_INTERP_NEAREST, false), "(N, C, 1 to 3"));
+  CHECK(failed(tg_interpolate(x3, sz, sf, TG_INTERP_NEAREST, false), "exactly one"));
+  CHECK(failed(tg_interpolate(x3, NULL, NULL, TG_INTERP_NEAREST, false), "exactly one"));
+  CHECK(failed(tg_interpolate(x3, sz, NULL, TG_INTERP_BILINEAR, false), "bilinear needs 2 spatial axes"));
+  CHECK(failed(tg_interpolate(x4, sz, NULL, TG_INTERP_TRILINEAR, false), "trilinear needs 3"));
+  CHECK(failed(tg_interpolate(x4, sz, NULL, TG_INTERP_NEAREST, true), "align_corners"));
+  CHECK(failed(tg_interpolate(x4, sz, NULL, (tg_interp_mode)8, false), "invalid mode"));
+  CHECK(failed(tg_interpolate(tg_cast(x3, TG_INT32), sz, NULL, TG_INTERP_LINEAR, false), "float"));
+  CHECK(failed(tg_interpolate(x3, (int64_t[]){0}, NULL, TG_INTERP_LINEAR, false), "not positive"));
+  CHECK(failed(tg_interpolate(x3, NULL, (double[]){0.1}, TG_INTERP_LINEAR, false), "not positive"));
+  CHECK(failed(tg_interpolate(x3, NULL, (double[]){-2}, TG_INTERP_LINEAR, false), "positive and finite"));
+  CHECK(failed(tg_interpolate(x3, NULL, (double[]){NAN}, TG_INTERP_LINEAR, false), "positive and finite"));
+  CHECK(failed(tg_interpolate(x3, NULL, (double[]){1e300}, TG_INTERP_LINEAR, false), "positive and finite"));
+  CHECK(failed(tg_interpolate(tg_ones((int64_t[]){1, 2, 0}, 3, TG_FLOAT32), sz, NULL, TG_INTERP_LINEAR, false), "empty"));
+  CHECK(failed(tg_interpolate(x3, (int64_t[]){INT64_C(1) << 62}, NULL, TG_INTERP_NEAREST, false), "interpolate"));
+  tg_scope_end(s);
+}

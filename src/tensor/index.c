@@ -458,7 +458,7 @@ tg_tensor *tg_repeat_interleave_t(tg_tensor *t, tg_tensor *repeats, int axis) {
  * derivative of the network has no stores (a contiguous's gradient is the gradient), so it
  * would fuse every step's gradient into one kernel of 2^steps paths. */
 
-/* a before b in the sort order (ties broken by the index when carried). */
+/* a before b in the sort order, ties broken by the index (ia NULL: the keys are distinct). */
 static tg_tensor *sort_before(tg_tensor *a, tg_tensor *ia, tg_tensor *b, tg_tensor *ib, bool desc) {
   tg_tensor *lt = desc ? tg_lt(b, a) : tg_lt(a, b), *eq = tg_eq(a, b); /* ties: by index either way */
   if (tg_dtype_is_float(tg_get_dtype(a))) { /* NaN is the largest value, NaNs are equal */
@@ -466,7 +466,7 @@ static tg_tensor *sort_before(tg_tensor *a, tg_tensor *ia, tg_tensor *b, tg_tens
     lt = tg_logical_or(lt, desc ? tg_logical_and(na, tg_logical_not(nb)) : tg_logical_and(nb, tg_logical_not(na)));
     eq = tg_logical_or(eq, tg_logical_and(na, nb));
   }
-  return tg_logical_or(lt, tg_logical_and(eq, tg_lt(ia, ib)));
+  return ia ? tg_logical_or(lt, tg_logical_and(eq, tg_lt(ia, ib))) : lt;
 }
 
 enum { SORT_KEY, SORT_INDEX, SORT_PAYLOAD, SORT_CARRIED };
@@ -474,7 +474,7 @@ enum { SORT_KEY, SORT_INDEX, SORT_PAYLOAD, SORT_CARRIED };
 /* One step of the network on the carried tensors (.., n2) (c[SORT_PAYLOAD] may be NULL) for
  * merge size k and partner distance j: blocks of k alternate ascending/descending (all
  * ascending when k == n2). */
-static void bitonic_step(tg_tensor **c, int64_t n2, int64_t k, int64_t j, bool desc) {
+static void bitonic_step(tg_tensor **c, int64_t n2, int64_t k, int64_t j, bool desc, bool distinct) {
   int nd = tg_ndim(c[SORT_KEY]), lead = nd - 1, pa, da = -1, rn;
   int64_t sh[TG_MAX_DIMS + 4];
   memcpy(sh, uop_shape(c[SORT_KEY]->u), sizeof(int64_t) * (size_t)lead);
@@ -490,7 +490,8 @@ static void bitonic_step(tg_tensor **c, int64_t n2, int64_t k, int64_t j, bool d
     tg_tensor *r = c[i] ? tg_reshape(c[i], sh, rn) : NULL;
     lo[i] = axis_range(r, pa, 0, 1), hi[i] = axis_range(r, pa, 1, 2);
   }
-  tg_tensor *swap = sort_before(hi[SORT_KEY], hi[SORT_INDEX], lo[SORT_KEY], lo[SORT_INDEX], desc);
+  tg_tensor *swap = distinct ? sort_before(hi[SORT_KEY], NULL, lo[SORT_KEY], NULL, desc)
+                             : sort_before(hi[SORT_KEY], hi[SORT_INDEX], lo[SORT_KEY], lo[SORT_INDEX], desc);
   if (swap && da >= 0) { /* descending blocks swap when lo is before hi: exactly when hi is not before lo */
     int64_t pb[TG_MAX_DIMS + 4] = {0}, pe[TG_MAX_DIMS + 4] = {0};
     pe[da] = 1;
@@ -506,7 +507,7 @@ static void bitonic_step(tg_tensor **c, int64_t n2, int64_t k, int64_t j, bool d
 
 /* Run the network on key (.., n) with its index and an optional payload: c[] gets the
  * sorted key, the source positions (int64) and the payload in that order. */
-static void bitonic_sort(tg_tensor *key, tg_tensor *payload, bool desc, tg_tensor **c) {
+static void bitonic_sort(tg_tensor *key, tg_tensor *payload, bool desc, bool distinct, tg_tensor **c) {
   int nd = tg_ndim(key);
   int64_t n = uop_shape(key->u)[nd - 1], n2 = 1, pb[TG_MAX_DIMS] = {0}, pa[TG_MAX_DIMS] = {0};
   while (n2 < n) n2 *= 2;
@@ -518,18 +519,18 @@ static void bitonic_sort(tg_tensor *key, tg_tensor *payload, bool desc, tg_tenso
   c[SORT_INDEX] = c[SORT_KEY] ? tg_expand(axis_iota(n2, nd - 1, nd, TG_INT64), uop_shape(c[SORT_KEY]->u), nd) : NULL;
   c[SORT_PAYLOAD] = payload ? tg_pad(payload, pb, pa, 0) : NULL;
   for (int64_t k = 2; c[SORT_KEY] && k <= n2; k *= 2)
-    for (int64_t j = k / 2; c[SORT_KEY] && j >= 1; j /= 2) bitonic_step(c, n2, k, j, desc);
+    for (int64_t j = k / 2; c[SORT_KEY] && j >= 1; j /= 2) bitonic_step(c, n2, k, j, desc, distinct);
   for (int i = 0; i < SORT_CARRIED; i++) c[i] = axis_range(c[i], nd - 1, 0, n);
   c[SORT_KEY] = c[SORT_KEY] ? tg_cast(c[SORT_KEY], dt) : NULL;
 }
 
-static tg_tensor *reorder_by_key(tg_tensor *key, tg_tensor *payload, bool desc, tg_tensor **sigma);
+static tg_tensor *reorder_by_key(tg_tensor *key, tg_tensor *payload, bool desc, bool distinct, tg_tensor **sigma);
 
 /* GRADFN rule of a reordering u = GRADFN(out, payload, sigma), out[j] = payload[sigma[j]]: the
  * gradient of payload[i] is g[j] where sigma[j] == i, i.e. g reordered by the key sigma. */
 static void reorder_grad_rule(uop *u, uop *g, uop **d) {
   tg_scope *s = tg_scope_begin();
-  tg_tensor *back = reorder_by_key(tensor_wrap(u->src[2]), tensor_wrap(g), false, NULL);
+  tg_tensor *back = reorder_by_key(tensor_wrap(u->src[2]), tensor_wrap(g), false, true, NULL); /* positions: distinct */
   d[1] = back ? uop_pool_add(back->u) : NULL; /* outlives the scope: the gradient walk's pool owns it */
   tg_scope_end(s);
 }
@@ -549,13 +550,15 @@ static tg_tensor *with_reorder_grad(tg_tensor *value, tg_tensor *payload, tg_ten
 }
 
 /* Sort the last axis by key (stable): returns payload[sigma] (payload NULL: the key itself, the
- * sorted values) with the reordering derivative, and sigma, the source positions. */
-static tg_tensor *reorder_by_key(tg_tensor *key, tg_tensor *payload, bool desc, tg_tensor **sigma) {
+ * sorted values) with the reordering derivative, and sigma, the source positions. Distinct
+ * keys (positions) need no tie-break: the positions carried along are then computed only if
+ * someone reads sigma (a second derivative). */
+static tg_tensor *reorder_by_key(tg_tensor *key, tg_tensor *payload, bool desc, bool distinct, tg_tensor **sigma) {
   if (!key || (payload && uop_ndim(payload->u) != uop_ndim(key->u))) return NULL;
   int nd = tg_ndim(key);
   tg_tensor *c[SORT_CARRIED] = {0}, *src = payload ? payload : key;
   if (uop_shape(key->u)[nd - 1] <= 1) c[SORT_KEY] = key, c[SORT_INDEX] = const_like(key, 0, TG_INT64), c[SORT_PAYLOAD] = payload;
-  else bitonic_sort(key, payload, desc, c);
+  else bitonic_sort(key, payload, desc, distinct, c);
   if (sigma) *sigma = c[SORT_INDEX];
   return with_reorder_grad(payload ? c[SORT_PAYLOAD] : c[SORT_KEY], src, c[SORT_INDEX]);
 }
@@ -578,7 +581,7 @@ static int sort_impl(const char *op, tg_tensor *t, int axis, bool desc, int64_t 
   for (int d = 0, c = 0; d < nd; d++) order[d == axis ? nd - 1 : c++] = d; /* axis last */
   for (int d = 0; d < nd; d++) inv[order[d]] = d;
   tg_tensor *x = nd ? tg_permute(t, order, nd) : tg_reshape(t, (int64_t[]){1}, 1), *ix = NULL;
-  tg_tensor *v = reorder_by_key(x, NULL, desc, &ix);
+  tg_tensor *v = reorder_by_key(x, NULL, desc, false, &ix);
   int xn = tg_ndim(x);
   tg_tensor *out[2] = {v, ix};
   for (int c = 0; c < 2; c++) {
