@@ -162,9 +162,9 @@ static tg_tensor *max_positions(tg_tensor *win, tg_tensor *m, const pool_geom *g
 /* The tap (0..K-1, row-major within the window) of each window's maximum m: the first tap equal
  * to m, never one in the padding; the element max_positions names, except in a window holding
  * NaN, which gets no tap. Taps are loop indices in the kernels and a window's tap is reduced
- * once: the gradient costs no more than the generic rule's count of ties (bench: pool 24x24,
- * batch 512). Returns the tap of every window position and, in *at, the chosen tap per window
- * (..., o.., 1..). */
+ * once: the gradient costs no more than the generic rule's count of ties did (performance.md,
+ * "Max pooling's own derivative"). Returns the tap of every window position and, in *at, the
+ * chosen tap per window (..., o.., 1..). */
 static tg_tensor *max_taps(tg_tensor *win, tg_tensor *m, const pool_geom *g, tg_tensor **at) {
   int64_t ntap = 1, after[NN_MAX_NSP];
   int axes[NN_MAX_NSP];
