@@ -5,6 +5,7 @@
  * realize the same nodes. Run under ThreadSanitizer by `make test-tsan` (zero reports). */
 #include <math.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "harness.h"
@@ -149,4 +150,42 @@ TEST(threads_pending_assign_freed_elsewhere) {
   tg_scope *s = tg_scope_begin();
   CHECK(tg_item(tg_sum(tg_ones((int64_t[]){2}, 1, TG_FLOAT32), NULL, 0, false)) == 2); /* ASan: no use */
   tg_scope_end(s);
+}
+
+/* A schedule whose kernels are all new is compiled on several threads before it runs
+ * (src/engine/run.c): the values are right and every compile is counted, in a fresh process
+ * with an empty disk cache. */
+TEST_CHILD(threads_child_parallel_build) {
+  enum { K = 8 };
+  tg_scope *s = tg_scope_begin();
+  double xs[12];
+  for (int i = 0; i < 12; i++) xs[i] = 0.5 * i - 2;
+  tg_tensor *x = tg_from_data(xs, TG_FLOAT64, (int64_t[]){3, 4}, 2), *ys[K];
+  CHECK(tg_realize(x) == 0);
+  for (int k = 0; k < K; k++) /* K different kernels: sums of x^k over rows */
+    ys[k] = tg_sum(tg_pow_s(x, k), (int[]){1}, 1, false);
+  tg_reset_stats();
+  CHECK(tg_realize_many(ys, K) == 0);
+  tg_stats st = tg_get_stats();
+  printf("compiled=%llu run=%llu\n", (unsigned long long)st.kernels_compiled, (unsigned long long)st.kernels_run);
+  CHECK(st.kernels_compiled == K && st.kernels_run == K);
+  for (int k = 0; k < K; k++) {
+    double out[3], want[3] = {0, 0, 0};
+    for (int r = 0; r < 3; r++)
+      for (int c = 0; c < 4; c++) want[r] += pow(xs[r * 4 + c], k);
+    CHECK(tg_to_host(ys[k], out, sizeof out) == 0);
+    for (int r = 0; r < 3; r++) CHECK(fabs(out[r] - want[r]) < 1e-9 * (1 + fabs(want[r])));
+  }
+  tg_scope_end(s);
+}
+
+TEST(threads_parallel_build_of_a_schedule) {
+  char out[4096], env[512], dir[] = "/tmp/tg-parallel-XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  snprintf(env, sizeof env, "TG_CACHE_DIR=%s THREADS=4", dir);
+  int rc = harness_run_child("threads_child_parallel_build", env, out, sizeof out);
+  if (rc) printf("%s\n", out);
+  CHECK(rc == 0 && strstr(out, "compiled=8 run=8"));
+  snprintf(env, sizeof env, "rm -rf '%s'", dir);
+  CHECK(system(env) == 0);
 }

@@ -185,6 +185,11 @@ typedef struct program {
 /* The compiled program of a kernel AST for a device (cached by device + AST, and by source);
  * NULL on error. src/engine/program.c. */
 program *program_get(const device *dev, uop *ast);
+/* The cached program of an AST for a device, or NULL (nothing is built). */
+program *program_find(const device *dev, uop *ast);
+/* Whether programs may be built on several threads at once (not while BEAM times candidates,
+ * nor under the test hook). */
+bool program_build_in_parallel(void);
 /* Build (uncached) the program for an AST under a given shape state. */
 program *program_build(const device *dev, uop *ast, const kshape *ks);
 void program_free(program *p);

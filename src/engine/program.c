@@ -195,6 +195,23 @@ static program *cached(const device *dev, uint64_t h, const int64_t *key, int nk
   return NULL;
 }
 
+program *program_find(const device *dev, uop *ast) {
+  if (hook.fn) return NULL;
+  int64_t *key;
+  int nkey = uop_serialize(ast, &key);
+  if (nkey < 0) return NULL;
+  uint64_t h = hash_mix(hash_bytes(key, (size_t)nkey * sizeof *key, 11), (uint64_t)(uintptr_t)dev) | 1;
+  pthread_mutex_lock(&cache_lock);
+  program *p = cached(dev, h, key, nkey);
+  pthread_mutex_unlock(&cache_lock);
+  free(key);
+  return p;
+}
+
+bool program_build_in_parallel(void) {
+  return !hook.fn && tg_getenv_int("BEAM", 0) <= 0; /* BEAM times candidates: alone on the machine */
+}
+
 program *program_get(const device *dev, uop *ast) {
   if (hook.fn) return build_hooked(dev, ast);
   int64_t *key;

@@ -1,29 +1,109 @@
-/* run.c — the engine: realize = schedule, then run the items (engine.h). */
+/* run.c — the engine: realize = schedule, then run the items (engine.h). Before running, the
+ * programs a schedule lacks are built on several threads at once (a first step's hundred
+ * kernels compile in parallel). */
 #include "engine/engine.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+
 #include "codegen/codegen.h"
+#include "device/device.h"
 #include "tensor/tensor.h"
 
-static int run_kernel(const sched_item *it) {
+/* ---------------------------------------------------------------- building ahead */
+
+typedef struct build_job {
+  schedule *s;
+  program **progs;        /* per item */
+  _Atomic size_t next;    /* the next item to take */
+  pthread_mutex_t lock;   /* the first failure */
+  int rc;
+  char error[1024];
+} build_job;
+
+typedef struct build_worker_arg {
+  build_job *job;
+  tg_stats stats; /* the worker thread's counters, for the caller to add */
+} build_worker_arg;
+
+static void build_items(build_job *j) {
+  for (size_t i; (i = atomic_fetch_add(&j->next, 1)) < j->s->items.n;) {
+    const sched_item *it = &j->s->items.v[i];
+    if (it->numel == 0 || j->progs[i]) continue;
+    if ((j->progs[i] = program_get(it->dev, it->ast))) continue;
+    pthread_mutex_lock(&j->lock); /* errors are per thread: hand the first one to the caller */
+    if (!j->rc) j->rc = tg_error_status_or(TG_ERR_COMPILE), snprintf(j->error, sizeof j->error, "%s", tg_last_error());
+    pthread_mutex_unlock(&j->lock);
+  }
+}
+
+static void *build_worker(void *arg) {
+  build_worker_arg *w = arg;
+  build_items(w->job);
+  w->stats = tg_thread_stats;
+  return NULL;
+}
+
+/* The program of every item into progs: found in the cache, or built — by as many threads as
+ * the device has cores when two or more are missing. Their wall time counts as compiling. */
+static int build_programs(schedule *s, program **progs) {
+  size_t missing = 0;
+  for (size_t i = 0; i < s->items.n; i++)
+    if (s->items.v[i].numel && !(progs[i] = program_find(s->items.v[i].dev, s->items.v[i].ast))) missing++;
+  if (missing < 2 || !program_build_in_parallel()) return 0; /* run_kernel builds it inline */
+  build_job j = {.s = s, .progs = progs, .lock = PTHREAD_MUTEX_INITIALIZER};
+  enum { MAX_WORKERS = 64 };
+  int threads = s->items.v[0].dev->caps.threads;
+  pthread_t th[MAX_WORKERS];
+  build_worker_arg args[MAX_WORKERS];
+  int started = 0;
+  double t0 = tg_now(), lower0 = tg_thread_stats.lower_seconds, compile0 = tg_thread_stats.compile_seconds;
+  for (; started + 1 < threads && (size_t)started + 1 < missing && started < MAX_WORKERS; started++) {
+    args[started] = (build_worker_arg){&j, {0}};
+    if (pthread_create(&th[started], NULL, build_worker, &args[started]) != 0) break;
+  }
+  build_items(&j);
+  for (int t = 0; t < started; t++) {
+    pthread_join(th[t], NULL);
+    tg_thread_stats.kernels_compiled += args[t].stats.kernels_compiled;
+    tg_thread_stats.disk_cache_hits += args[t].stats.disk_cache_hits;
+  }
+  /* threads overlap: the phase's wall time is the compile time (lowering included) */
+  tg_thread_stats.lower_seconds = lower0;
+  tg_thread_stats.compile_seconds = compile0 + (tg_now() - t0);
+  if (j.rc) tg_set_error(j.rc, "%s", j.error);
+  return j.rc;
+}
+
+/* ---------------------------------------------------------------- running */
+
+static int run_kernel(const sched_item *it, program *p) {
   int rc = buffer_alloc(it->bufs[0]); /* the output's memory, now that it is needed (an empty one too: its slack) */
   if (rc || it->numel == 0) return rc;
   void *args[64];
   if (it->nbufs > 64) return tg_set_error(TG_ERR_DEVICE, "kernel has %d buffers (max 64)", it->nbufs);
-  double t0 = tg_now(), compile0 = tg_thread_stats.compile_seconds;
-  program *p = program_get(it->dev, it->ast);
-  tg_thread_stats.lower_seconds += tg_now() - t0 - (tg_thread_stats.compile_seconds - compile0);
-  if (!p) return TG_ERR_COMPILE;
+  if (!p) {
+    double t0 = tg_now(), compile0 = tg_thread_stats.compile_seconds;
+    p = program_get(it->dev, it->ast);
+    tg_thread_stats.lower_seconds += tg_now() - t0 - (tg_thread_stats.compile_seconds - compile0);
+    if (!p) return TG_ERR_COMPILE;
+  }
   for (int i = 0; i < it->nbufs; i++) args[i] = buffer_data(it->bufs[i]);
   return program_run(p, args);
 }
 
 int engine_run(schedule *s) {
-  int rc = 0;
+  program **progs = calloc(s->items.n + 1, sizeof *progs);
+  if (!progs) return tg_set_error(TG_ERR_NOMEM, "engine: out of memory");
+  int rc = build_programs(s, progs);
   for (size_t i = 0; i < s->items.n && rc == 0; i++) {
     const sched_item *it = &s->items.v[i];
-    rc = run_kernel(it);
+    rc = run_kernel(it, progs[i]);
     for (int j = 0; j < it->nrelease; j++) buffer_drop(it->release[j]);
   }
+  free(progs);
   for (size_t i = 0; i + 1 < s->keep.n && rc == 0; i += 2) uop_set_realized(s->keep.v[i], s->keep.v[i + 1]);
   return rc;
 }
