@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "codegen/codegen.h"
+#include "device/device.h"
 #include "runtime/threadpool.h"
 #include "tg.h"
 
@@ -30,7 +31,7 @@ static int no_opts(uop *ast, kshape *ks, void *ctx) {
 
 static int beam_opts(uop *ast, kshape *ks, void *ctx) {
   (void)ctx;
-  return beam_search(ast, 2, ks);
+  return beam_search(device_default(), ast, 2, ks);
 }
 
 /* Best kernel time (seconds) of `reps` realizations of a fresh graph; flops/bytes per run. */
