@@ -311,6 +311,29 @@ TEST(oi_sort_kernels_per_step) {
   tg_scope_end(s);
 }
 
+/* Second derivatives through the sort's custom derivative: y = sum(w * sort(x)^2) has
+ * dy/dx[i] = 2 w[rank i] x[i], and d(sum(h * dy/dx))/dx[i] = 2 w[rank i] h[i]. */
+TEST(oi_sort_second_derivative) {
+  enum { N = 8 };
+  float x[N] = {0.5f, -2, 3, 1.5f, -0.25f, 7, 2, -1}, w[N], h[N], got[N];
+  int rank[N];
+  for (int i = 0; i < N; i++) {
+    w[i] = (float)(i + 1), h[i] = (float)(3 - i), rank[i] = 0;
+    for (int j = 0; j < N; j++) rank[i] += x[j] > x[i]; /* descending */
+  }
+  tg_scope *s = tg_scope_begin();
+  tg_tensor *tx = tg_from_data(x, TG_FLOAT32, (int64_t[]){N}, 1), *v = NULL, *g = NULL, *gg = NULL;
+  CHECK(tg_sort(tx, 0, true, &v, NULL) == 0);
+  tg_tensor *y = tg_sum(tg_mul(tg_from_data(w, TG_FLOAT32, (int64_t[]){N}, 1), tg_mul(v, v)), NULL, 0, false);
+  CHECK(tg_gradient(y, &tx, 1, &g) == 0);
+  CHECK(tg_gradient(tg_sum(tg_mul(g, tg_from_data(h, TG_FLOAT32, (int64_t[]){N}, 1)), NULL, 0, false), &tx, 1, &gg) == 0);
+  CHECK(tg_to_host(g, got, sizeof got) == 0);
+  for (int i = 0; i < N; i++) CHECK_CLOSE(got[i], 2 * w[rank[i]] * x[i], 1e-6);
+  CHECK(tg_to_host(gg, got, sizeof got) == 0);
+  for (int i = 0; i < N; i++) CHECK_CLOSE(got[i], 2 * w[rank[i]] * h[i], 1e-6);
+  tg_scope_end(s);
+}
+
 /* Plain scatter keeps the last write of a target; the overwritten sources get no gradient
  * (their values do not reach the result; PyTorch gives them the target's gradient). An index
  * out of range writes nothing (PyTorch: an error). */

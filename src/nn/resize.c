@@ -11,6 +11,7 @@
  * per output. A resize without a short period uses one window and a dense (out, in) table.
  * A zero weight skips its tap (where, not a multiply), so an inf beside the taps stays out.
  * Built from views, a where and a sum: autograd differentiates it. */
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,9 +60,11 @@ static tap taps_of(tg_interp_mode mode, int64_t j, int64_t in, int64_t out, cons
   return t;
 }
 
-/* Output j + q reads p inputs further with the same weights, for every j. */
-static bool periodic(const tap *t, int64_t out, int64_t q, int64_t p, bool f64) {
-  double tol = f64 ? 1e-13 : 1e-6; /* the float weights of PyTorch's table differ by rounding */
+/* Output j + q reads p inputs further with the same weights, for every j. PyTorch's weights
+ * are differences of source positions rounded to float (or double): at position x they are
+ * exact to ulp(x), so weights within 8 ulp(in) count as equal. */
+static bool periodic(const tap *t, int64_t in, int64_t out, int64_t q, int64_t p, bool f64) {
+  double tol = 8 * (f64 ? DBL_EPSILON : FLT_EPSILON) * (double)(in > 1 ? in : 1);
   for (int64_t j = 0; j + q < out; j++)
     for (int k = 0; k < t[j].n; k++)
       if (t[j + q].n != t[j].n || t[j + q].at[k] != t[j].at[k] + p || fabs(t[j + q].w[k] - t[j].w[k]) > tol) return false;
@@ -73,7 +76,7 @@ static tg_tensor *resize_last(tg_tensor *x, const tap *t, int64_t out, tg_dtype 
   int nd = tg_ndim(x);
   int64_t in = tg_dim(x, -1), q = out, p = 0;
   for (int64_t c = 1; c < out && c <= MAX_PERIOD; c++) /* the shortest period that moves forward */
-    if (t[c].at[0] > t[0].at[0] && periodic(t, out, c, t[c].at[0] - t[0].at[0], f64)) { q = c, p = t[c].at[0] - t[0].at[0]; break; }
+    if (t[c].at[0] > t[0].at[0] && periodic(t, in, out, c, t[c].at[0] - t[0].at[0], f64)) { q = c, p = t[c].at[0] - t[0].at[0]; break; }
   int64_t blocks = (out + q - 1) / q, lo = INT64_MAX, hi = INT64_MIN;
   for (int64_t b = 0; b < q; b++)
     for (int k = 0; k < t[b].n; k++) lo = t[b].at[k] < lo ? t[b].at[k] : lo, hi = t[b].at[k] > hi ? t[b].at[k] : hi;
