@@ -118,8 +118,8 @@ static bool windows_sizes(tg_tensor *x, const int64_t *k, const int64_t *s, cons
   return true;
 }
 
-/* (lead, a_0, b_0, a_1, b_1, ..) → (lead, a.., b..) when `to_split` (and back otherwise): the
- * permutation that gathers the window axes last. */
+/* Pairs of axes per spatial axis, (lead, o_0, k_0, o_1, k_1, ..) (or (k, o) pairs unless o_first)
+ * → (lead, o.., k..) when `forward`, and back otherwise: the window axes gathered last. */
 static tg_tensor *windows_permute(tg_tensor *x, int lead, int nsp, bool o_first, bool forward) {
   int perm[TG_MAX_DIMS], inv[TG_MAX_DIMS];
   for (int a = 0; a < lead; a++) perm[a] = a;
