@@ -430,3 +430,16 @@ TEST(hostile_pad_mode_nothing_to_pad_leaks_nothing) {
   }
   CHECK(tg_get_stats().uops_alive == before.uops_alive);
 }
+
+/* api_fuzz (seed 90094, call 129; heap-buffer-overflow): tg_repeat_interleave_t read the size of
+ * the out-of-range axis before it looked at normalize_axis's answer. */
+TEST(hostile_repeat_interleave_t_far_axis) {
+  tg_scope *s = tg_scope_begin();
+  tg_tensor *x = tg_full((int64_t[]){3}, 1, 1, TG_FLOAT32), *reps = tg_full((int64_t[]){3}, 1, 2, TG_INT32);
+  for (int i = 0; i < NBAD; i++)
+    CHECK(failed_with(tg_repeat_interleave_t(x, reps, BAD_AXES[i]), TG_ERR_ARG, "repeat_interleave", "rank 1"));
+  CHECK(failed_with(tg_repeat_interleave_t(x, reps, 2), TG_ERR_ARG, "repeat_interleave", "axis 2"));
+  tg_tensor *r = tg_repeat_interleave_t(x, reps, -1);
+  CHECK(r && tg_numel(r) == 6);
+  tg_scope_end(s);
+}

@@ -420,8 +420,9 @@ tg_tensor *tg_repeat_interleave_t(tg_tensor *t, tg_tensor *repeats, int axis) {
   tg_scope *s = tg_scope_begin();
   tg_tensor *x = axis == TG_ALL_AXES ? tg_reshape(t, (int64_t[]){tg_numel(t)}, 1) : t, *r = NULL;
   int a = axis == TG_ALL_AXES ? 0 : axis;
-  int64_t *reps = x && normalize_axis("repeat_interleave", &a, tg_ndim(x), AXIS_OF_SCALAR) ? host_int64("repeat_interleave", repeats) : NULL;
-  int64_t n = x && tg_ndim(x) ? uop_shape(x->u)[a] : 1, m = tg_numel(repeats), total = 0;
+  bool axis_ok = x && normalize_axis("repeat_interleave", &a, tg_ndim(x), AXIS_OF_SCALAR);
+  int64_t *reps = axis_ok ? host_int64("repeat_interleave", repeats) : NULL;
+  int64_t n = reps && tg_ndim(x) ? uop_shape(x->u)[a] : 1, m = tg_numel(repeats), total = 0; /* a valid once reps */
   if (reps && m != 1 && m != n)
     tensor_error("repeat_interleave: %lld repeats for %lld elements", (long long)m, (long long)n);
   else if (reps && m == 1) r = tg_repeat_interleave(x, reps[0], a);

@@ -661,6 +661,21 @@ static void call_lifetimes(void) {
   }
 }
 
+/* Devices by name, and the kernel count of a schedule (nothing runs). */
+static void call_devices_schedule(void) {
+  static const char *names[] = {NULL, "", "CPU", "CPU:0", "CPU:-1", "CPU:99999999999", "LLVM", "CUDA", "cpu", ":0",
+                                "CPU:", "CPU:0:0", "\xff"};
+  tg_tensor *ts[4] = {fz_tensor(true), fz_tensor(true), fz_tensor(true), fz_tensor(true)};
+  int n = fz_chance(85) ? (int)fz_below(5) : fz_int();
+  const char *name = names[fz_below(N_(names))];
+  fz_log("device_available(%s); schedule_kernels(ts, %d)", name ? name : "NULL", n);
+  int a = tg_device_available(name);
+  if (a != 0 && a != 1) fz_violation("device_available returned %d", a);
+  tg_clear_error();
+  int k = tg_schedule_kernels(fz_chance(3) ? NULL : ts, n > 4 ? 4 : n);
+  if (k < 0) fz_check_status("schedule_kernels", k);
+}
+
 /* ---------------------------------------------------------------- the ops of issue 12 */
 
 static const struct { const char *name; un_fn fn; } unary_ops2[] = {
@@ -832,6 +847,6 @@ const fz_call fz_hostile_calls[] = {
     {"lifetimes", 2, call_lifetimes},
     {"elementwise2", 4, call_elementwise2}, {"host_reading", 2, call_host_reading}, {"axis_ops2", 6, call_axis_ops2},
     {"multi_out", 3, call_multi_out},  {"scatter", 3, call_scatter}, {"einsum", 3, call_einsum},
-    {"conv_pool_nd", 4, call_conv_pool_nd},
+    {"conv_pool_nd", 4, call_conv_pool_nd}, {"devices_schedule", 1, call_devices_schedule},
 };
 const int fz_hostile_ncalls = N_(fz_hostile_calls);
