@@ -536,3 +536,32 @@ TEST(oi_err_interpolate) {
   CHECK(failed(tg_interpolate(x3, (int64_t[]){INT64_C(1) << 62}, NULL, TG_INTERP_NEAREST, false), "interpolate"));
   tg_scope_end(s);
 }
+
+/* Hostile sizes: every result too large for int64 bytes is an error naming the function, and
+ * huge lazy inputs build nothing that overflows (the sort pads to a power of two). */
+TEST(oi_hostile_sizes) {
+  tg_scope *s = tg_scope_begin();
+  tg_tensor *x = tg_ones((int64_t[]){2, 3}, 2, TG_FLOAT32), *v = NULL, *out[64];
+  int64_t big = INT64_C(1) << 61;
+  CHECK(failed(tg_pad_mode(x, (int64_t[]){0, big}, (int64_t[]){0, big}, TG_PAD_CIRCULAR, 0), "pad"));
+  CHECK(failed(tg_pad_mode(x, (int64_t[]){0, big}, (int64_t[]){0, big}, TG_PAD_REFLECT, 0), "pad"));
+  CHECK(failed(tg_pad_mode(x, (int64_t[]){INT64_MIN, 0}, (int64_t[]){0, 0}, TG_PAD_REPLICATE, 0), "pad"));
+  tg_tensor *r = tg_roll(x, (int64_t[]){INT64_MIN, INT64_MAX}, (int[]){0, 1}, 2);
+  float got[6], want[6] = {1, 1, 1, 1, 1, 1};
+  CHECK(r && tg_to_host(r, got, sizeof got) == 0 && !memcmp(got, want, sizeof got));
+  CHECK(tg_unfold(x, 1, 3, INT64_MAX) && tg_dim(tg_unfold(x, 1, 3, INT64_MAX), 0) == 2);
+  CHECK(failed(tg_diag(tg_ones((int64_t[]){INT64_C(1) << 31}, 1, TG_FLOAT32), 0), "diag"));
+  tg_tensor *two = tg_ones((int64_t[]){2}, 1, TG_FLOAT32), *twos[64];
+  for (int i = 0; i < 64; i++) twos[i] = two;
+  CHECK(failed_rc(tg_meshgrid(twos, 64, false, out), "meshgrid") && !out[0] && !out[63]);
+  tg_tensor *huge = tg_ones((int64_t[]){(INT64_C(1) << 62) + 1}, 1, TG_BOOL);
+  CHECK(failed_rc(tg_sort(huge, 0, false, &v, NULL), "2^62") && !v);
+  tg_tensor *wide = tg_ones((int64_t[]){INT64_C(1) << 40}, 1, TG_FLOAT32); /* lazy: the network is only built */
+  CHECK(tg_sort(wide, 0, true, &v, NULL) == 0 && v && tg_numel(v) == INT64_C(1) << 40);
+  char eq[200] = "...";
+  for (int i = 0; i < 70; i++) eq[3 + i] = 'a' + i % 26;
+  CHECK(failed(tg_einsum(eq, &x, 1), "einsum"));
+  CHECK(failed(tg_interpolate(tg_ones((int64_t[]){1, 1, 2}, 3, TG_FLOAT32), NULL, (double[]){1e18}, TG_INTERP_NEAREST, false),
+               "interpolate"));
+  tg_scope_end(s);
+}

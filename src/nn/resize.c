@@ -76,7 +76,10 @@ static tg_tensor *resize_last(tg_tensor *x, const tap *t, int64_t out, tg_dtype 
   int nd = tg_ndim(x);
   int64_t in = tg_dim(x, -1), q = out, p = 0;
   for (int64_t c = 1; c < out && c <= MAX_PERIOD; c++) /* the shortest period that moves forward */
-    if (t[c].at[0] > t[0].at[0] && periodic(t, in, out, c, t[c].at[0] - t[0].at[0], f64)) { q = c, p = t[c].at[0] - t[0].at[0]; break; }
+    if (t[c].at[0] > t[0].at[0] && periodic(t, in, out, c, t[c].at[0] - t[0].at[0], f64)) {
+      q = c, p = t[c].at[0] - t[0].at[0];
+      break;
+    }
   int64_t blocks = (out + q - 1) / q, lo = INT64_MAX, hi = INT64_MIN;
   for (int64_t b = 0; b < q; b++)
     for (int k = 0; k < t[b].n; k++) lo = t[b].at[k] < lo ? t[b].at[k] : lo, hi = t[b].at[k] > hi ? t[b].at[k] : hi;
@@ -108,7 +111,7 @@ static tg_tensor *resize_axis(tg_tensor *x, int axis, int64_t out, tg_interp_mod
                               tg_dtype acc) {
   int64_t in = tg_dim(x, axis);
   bool f64 = acc == TG_FLOAT64;
-  tap *t = malloc(sizeof(tap) * (size_t)out);
+  tap *t = (uint64_t)out <= SIZE_MAX / sizeof(tap) ? malloc(sizeof(tap) * (size_t)out) : NULL;
   if (!t) return tensor_error("interpolate: out of memory for %lld positions", (long long)out);
   bool identity = true;
   for (int64_t j = 0; j < out; j++) {
@@ -147,8 +150,8 @@ tg_tensor *tg_interpolate(tg_tensor *x, const int64_t *size, const double *scale
   if (nsp < 1 || nsp > 3) return tensor_error("interpolate: x %s must be (N, C, 1 to 3 spatial axes)", NN_SHAPE(x, b));
   bool linear = mode >= TG_INTERP_LINEAR;
   if (linear && nsp != 1 + (int)(mode - TG_INTERP_LINEAR))
-    return tensor_error("interpolate: %s needs %d spatial axes, x %s has %d", mode_names[mode], 1 + (int)(mode - TG_INTERP_LINEAR),
-                        NN_SHAPE(x, b), nsp);
+    return tensor_error("interpolate: %s needs %d spatial axes, x %s has %d", mode_names[mode],
+                        1 + (int)(mode - TG_INTERP_LINEAR), NN_SHAPE(x, b), nsp);
   if (align_corners && !linear)
     return tensor_error("interpolate: align_corners is only for the linear modes, not %s", mode_names[mode]);
   if (linear && !nn_need_float("interpolate", "x", x)) return NULL;

@@ -71,7 +71,8 @@ static bool parse_equation(const char *eq, tg_tensor **ops, int n, equation *e) 
   }
   for (int i = 0; i < n; i++)
     if (!expand_ellipsis(&e->in[i], tg_ndim(ops[i]), e->ell))
-      return tensor_error("einsum: term %d of \"%s\" does not match operand %d of rank %d", i, eq, i, tg_ndim(ops[i])), false;
+      return tensor_error("einsum: term %d of \"%s\" does not match operand %d of rank %d", i, eq, i, tg_ndim(ops[i])),
+             false;
   int count[MAX_LABELS] = {0};
   for (int i = 0; i < n; i++)
     for (int k = 0; k < e->in[i].n; k++) count[e->in[i].label[k]]++;
@@ -82,8 +83,8 @@ static bool parse_equation(const char *eq, tg_tensor **ops, int n, equation *e) 
     for (int k = 0; k < e->out.n; k++) {
       int id = e->out.label[k];
       if (seen[id] || !count[id])
-        return tensor_error("einsum: output label '%c' of \"%s\" is repeated or in no operand", id < 26 ? 'A' + id : 'a' + id - 26,
-                            eq), false;
+        return tensor_error("einsum: output label '%c' of \"%s\" is repeated or in no operand",
+                            id < 26 ? 'A' + id : 'a' + id - 26, eq), false;
       seen[id] = true;
     }
     expand_ellipsis(&e->out, e->out.n + (e->out.ell_at >= 0 ? e->ell : 0), e->ell);
@@ -168,9 +169,11 @@ static labelled contract(const labelled *a, const labelled *b, const bool *keep)
   }
   for (int i = 0; i < b->n; i++)
     if (find(a, b->label[i]) < 0) bo[no++] = b->label[i], g[3] *= size[b->label[i]];
-  int ia[TG_MAX_DIMS * 3], ib[TG_MAX_DIMS * 3];
-  memcpy(ia, bat, sizeof(int) * (size_t)nb), memcpy(ia + nb, ao, sizeof(int) * (size_t)na), memcpy(ia + nb + na, con, sizeof(int) * (size_t)nc);
-  memcpy(ib, bat, sizeof(int) * (size_t)nb), memcpy(ib + nb, con, sizeof(int) * (size_t)nc), memcpy(ib + nb + nc, bo, sizeof(int) * (size_t)no);
+  int ia[TG_MAX_DIMS * 3], ib[TG_MAX_DIMS * 3], ka = 0, kb = 0; /* (batch, a-only, contracted), (batch, contracted, b-only) */
+  for (int i = 0; i < nb; i++) ia[ka++] = ib[kb++] = bat[i];
+  for (int i = 0; i < na; i++) ia[ka++] = ao[i];
+  for (int i = 0; i < nc; i++) ia[ka++] = ib[kb++] = con[i];
+  for (int i = 0; i < no; i++) ib[kb++] = bo[i];
   tg_tensor *m = tg_matmul(arrange(a, ia, a->n, size, (int64_t[]){g[0], g[1], g[2]}, 3),
                            arrange(b, ib, b->n, size, (int64_t[]){g[0], g[2], g[3]}, 3)); /* (batch, I, J) */
   int64_t out[TG_MAX_DIMS];

@@ -558,8 +558,8 @@ static tg_tensor *reorder_by_key(tg_tensor *key, tg_tensor *payload, bool desc, 
   if (!key || (payload && uop_ndim(payload->u) != uop_ndim(key->u))) return NULL;
   int nd = tg_ndim(key);
   tg_tensor *c[SORT_CARRIED] = {0}, *src = payload ? payload : key;
-  if (uop_shape(key->u)[nd - 1] <= 1) c[SORT_KEY] = key, c[SORT_INDEX] = const_like(key, 0, TG_INT64), c[SORT_PAYLOAD] = payload;
-  else bitonic_sort(key, payload, desc, distinct, c);
+  if (uop_shape(key->u)[nd - 1] > 1) bitonic_sort(key, payload, desc, distinct, c);
+  else c[SORT_KEY] = key, c[SORT_INDEX] = const_like(key, 0, TG_INT64), c[SORT_PAYLOAD] = payload;
   if (sigma) *sigma = c[SORT_INDEX];
   return with_reorder_grad(payload ? c[SORT_PAYLOAD] : c[SORT_KEY], src, c[SORT_INDEX]);
 }
@@ -577,6 +577,8 @@ static int sort_impl(const char *op, tg_tensor *t, int axis, bool desc, int64_t 
   if (k > n) return tg_set_error(TG_ERR_ARG, "%s: k = %lld is more than the %lld elements of axis %d", op, (long long)k,
                                  (long long)n, axis);
   if (k < 0) k = n;
+  if (n > INT64_C(1) << 62) /* the network pads to a power of two */
+    return tg_set_error(TG_ERR_SHAPE, "%s: %lld elements on axis %d are more than 2^62", op, (long long)n, axis);
   tg_scope *s = tg_scope_begin();
   int order[TG_MAX_DIMS], inv[TG_MAX_DIMS];
   for (int d = 0, c = 0; d < nd; d++) order[d == axis ? nd - 1 : c++] = d; /* axis last */

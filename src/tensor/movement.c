@@ -455,7 +455,8 @@ static tg_tensor *wrap_axis(tg_tensor *t, int axis, int64_t start, int64_t len) 
   int nd = tg_ndim(t);
   int64_t n = uop_shape(t->u)[axis], reps[TG_MAX_DIMS], end;
   if (len == 0) return axis_range(t, axis, 0, 0);
-  if (!ck_add(start, len, &end)) return shape_error("pad: %lld + %lld elements overflow int64", (long long)start, (long long)len);
+  if (!ck_add(start, len, &end))
+    return shape_error("pad: %lld + %lld elements overflow int64", (long long)start, (long long)len);
   for (int i = 0; i < nd; i++) reps[i] = 1;
   reps[axis] = end / n + (end % n != 0);
   return axis_range(tg_repeat(t, reps, nd), axis, start, end);
@@ -711,7 +712,8 @@ int tg_meshgrid(tg_tensor **ts, int n, bool xy, tg_tensor **out) {
   int64_t shape[TG_MAX_DIMS];
   for (int i = 0; i < n; i++) {
     if (!ts[i]) return null_arg("meshgrid"), TG_ERR_ARG;
-    if (tg_ndim(ts[i]) > 1) return tg_set_error(TG_ERR_ARG, "meshgrid: tensor %d has rank %d (0 or 1 expected)", i, tg_ndim(ts[i]));
+    if (tg_ndim(ts[i]) > 1)
+      return tg_set_error(TG_ERR_ARG, "meshgrid: tensor %d has rank %d (0 or 1 expected)", i, tg_ndim(ts[i]));
     if (tg_get_dtype(ts[i]) != tg_get_dtype(ts[0]))
       return tg_set_error(TG_ERR_ARG, "meshgrid: tensor %d is %s, tensor 0 is %s", i, tg_dtype_name(tg_get_dtype(ts[i])),
                           tg_dtype_name(tg_get_dtype(ts[0])));
