@@ -11,6 +11,7 @@
 #include "codegen/codegen.h"
 #include "device/device.h"
 #include "runtime/helpers.h"
+#include "runtime/profile.h"
 
 /* The program caches, shared by every thread (cache_lock). A program is built outside the
  * lock: two threads that miss the same kernel at once both build it, and the second to insert
@@ -54,6 +55,7 @@ static int build_stage(uop *ast, const kshape *ks, int stage, kernel_info *info,
 
 program *program_build(const device *dev, uop *ast, const kshape *ks) {
   size_t mark = uop_pool_mark();
+  double t0 = tg_now();
   program *p = calloc(1, sizeof *p);
   lin_program lin[2] = {{0}};
   if (!p) { tg_set_error(TG_ERR_NOMEM, "program: out of memory"); goto fail; }
@@ -85,7 +87,10 @@ program *program_build(const device *dev, uop *ast, const kshape *ks) {
   uint64_t key = hash_bytes(p->src, strlen(p->src), 7) | 1;
   void *fns[2] = {0};
   bool shared = same_source(dev, p->src, key, fns);
+  double t1 = tg_now();
+  profile_host("lower", names[0], t0, t1);
   if (!shared && dev->compile(p->src, name_ptrs, p->nstages, fns) < 0) goto fail;
+  if (!shared) profile_host("compile", names[0], t1, tg_now());
   for (int s = 0; s < p->nstages; s++) p->stage[s].fn = (kernel_fn)fns[s];
   if (!shared) by_source_put(key, p); /* complete before other threads can see it */
   free(lin[0].ops), free(lin[1].ops);
@@ -262,6 +267,7 @@ int program_run(program *p, void **args) {
   tg_thread_stats.kernel_seconds += dt;
   tg_thread_stats.flops += p->info.flops;
   tg_thread_stats.bytes_moved += p->info.bytes;
+  profile_kernel(p->dev->name, p->info.name, t0, t0 + dt, p->info.flops, p->info.bytes, p->stage[0].parallel);
   if (tg_debug() >= 1)
     fprintf(stderr, "kernel %-28s %9.3f ms %8.2f GFLOPS %8.2f GB/s\n", p->info.name, dt * 1e3,
             dt > 0 ? (double)p->info.flops / dt * 1e-9 : 0.0, dt > 0 ? (double)p->info.bytes / dt * 1e-9 : 0.0);

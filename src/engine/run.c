@@ -10,6 +10,7 @@
 
 #include "codegen/codegen.h"
 #include "device/device.h"
+#include "runtime/profile.h"
 #include "tensor/tensor.h"
 
 /* ---------------------------------------------------------------- building ahead */
@@ -111,8 +112,10 @@ int engine_run(schedule *s) {
 int engine_realize(uop **targets, int n, uop **out) {
   tg_stats before = tg_thread_stats;
   double t0 = tg_now();
+  if (profile_last_realize_end() > 0) profile_host("build", "build (host time since the last realize)", profile_last_realize_end(), t0);
   schedule s;
   int rc = schedule_build(targets, n, &s);
+  profile_host("schedule", "schedule", t0, tg_now());
   tg_thread_stats.schedules += rc == 0;
   if (rc == 0) rc = engine_run(&s);
   for (int i = 0; i < n && rc == 0; i++) uop_incref(out[i] = s.outputs[i]);
@@ -120,5 +123,6 @@ int engine_realize(uop **targets, int n, uop **out) {
   tg_thread_stats.schedule_seconds += tg_now() - t0 - (tg_thread_stats.kernel_seconds - before.kernel_seconds) -
                                       (tg_thread_stats.compile_seconds - before.compile_seconds) -
                                       (tg_thread_stats.lower_seconds - before.lower_seconds);
+  profile_set_last_realize_end(tg_now());
   return rc;
 }

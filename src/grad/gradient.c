@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/profile.h"
 #include "tensor/tensor.h"
 
 /* ---------------------------------------------------------------- graph helpers */
@@ -267,7 +268,7 @@ static int check_custom_value(walk *w, uop *u) {
   for (size_t i = 0; i < inside.cap && !rc; i++)
     if (inside.keys[i] && target_of(w, (uop *)inside.keys[i]))
       rc = tg_set_error(TG_ERR_ARG, "gradient: a target lies inside the value of an op with its own derivative "
-                        "(GRADFN: a convolution) and is not one of its inputs; take the gradient with respect to "
+                        "(GRADFN: convolution, max pooling, sort) and is not one of its inputs; take the gradient with respect to "
                         "the op's inputs");
   ptrmap_free(&inputs), ptrmap_free(&inside);
   return rc == TG_ERR_NOMEM ? tg_set_error(rc, "gradient: out of memory") : rc;
@@ -365,7 +366,9 @@ int tg_gradient(tg_tensor *y, tg_tensor **xs, int n, tg_tensor **grads_out) {
   if (!targets) return tg_set_error(TG_ERR_NOMEM, "gradient: out of memory");
   for (int i = 0; i < n; i++) targets[i] = xs[i]->u;
   size_t mark = uop_pool_mark();
+  double t0 = tg_now();
   int rc = grad_uops(y->u, targets, n, g);
+  profile_host("autograd", "gradient", t0, tg_now());
   for (int i = 0; i < n && !rc; i++) {
     grads_out[i] = tensor_wrap(g[i] ? g[i] : zeros(xs[i]->u));
     if (!grads_out[i]) rc = TG_ERR_NOMEM;
@@ -453,9 +456,11 @@ static int backward_locked(tg_tensor *loss) {
 int tg_backward(tg_tensor *loss) {
   if (!loss) return null_arg("backward"), TG_ERR_ARG;
   if (!check_scalar("backward", loss)) return TG_ERR_ARG;
+  double t0 = tg_now();
   pthread_mutex_lock(&params_lock);
   int rc = backward_locked(loss);
   pthread_mutex_unlock(&params_lock);
+  profile_host("autograd", "backward", t0, tg_now());
   return rc;
 }
 
