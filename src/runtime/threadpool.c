@@ -9,7 +9,7 @@
  * chunk of a new one.
  *
  * Between jobs a worker waits in phases (wait_phases): it spins with pause, then spins
- * yielding its core to whatever else is runnable there, and only then sleeps on a condition
+ * offering its core to whatever else is runnable there, and only then sleeps on a condition
  * variable. Spinning through the host work between kernels keeps each worker on its core;
  * a worker that slept between kernels was placed anew by the OS scheduler at each wake-up
  * (docs/performance.md, "Threads in fresh processes"). */
@@ -32,7 +32,8 @@ enum {
 
 /* How a thread waits: each phase runs until `until` seconds after the wait began; a thread
  * still waiting after the last one sleeps. Pause alone answers fastest but holds the core;
- * sched_yield lets anything runnable on the core go first. The worker's last phase outlasts
+ * sched_yield offers the core to whatever else is runnable there (the caller, when the two
+ * share a core). The worker's last phase outlasts
  * the host work between the kernels of a step (schedule and lower: ~2-4 ms for the demo). */
 typedef struct wait_phase { double until; bool yield; } wait_phase;
 static const wait_phase wait_phases[] = {{50e-6, false}, {20e-3, true}};
