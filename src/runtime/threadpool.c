@@ -33,8 +33,8 @@ enum {
 /* How a thread waits: each phase runs until `until` seconds after the wait began; a thread
  * still waiting after the last one sleeps. Pause alone answers fastest but holds the core;
  * sched_yield offers the core to whatever else is runnable there (the caller, when the two
- * share a core). The worker's last phase outlasts
- * the host work between the kernels of a step (schedule and lower: ~2-4 ms for the demo). */
+ * share a core). The worker's last phase outlasts the host work between the kernels of a
+ * step (schedule and lower: ~2-4 ms for the demo). */
 typedef struct wait_phase { double until; bool yield; } wait_phase;
 static const wait_phase wait_phases[] = {{50e-6, false}, {20e-3, true}};
 
