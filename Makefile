@@ -123,7 +123,7 @@ fuzz-check: fuzz
 	$(FUZZ_ENV) ./$(SANBUILD)/api_fuzz --seed $(FUZZ_SEED) --seeds $(FUZZ_SEEDS) --calls $(FUZZ_CALLS) --seconds $(FUZZ_SECONDS)
 	@for n in $(FUZZ_NAMES); do \
 	  mkdir -p $(FUZZBUILD)/corpus-$$n; log=$(FUZZBUILD)/fuzz_$$n.log; \
-	  $(FUZZ_ENV) ./$(FUZZBUILD)/fuzz_$$n -runs=$(FUZZ_RUNS) -max_total_time=60 -max_len=4096 \
+	  $(FUZZ_ENV) ./$(FUZZBUILD)/fuzz_$$n -runs=$(FUZZ_RUNS) -max_total_time=30 -max_len=4096 \
 	    -artifact_prefix=$(FUZZBUILD)/ $(FUZZBUILD)/corpus-$$n tests/fuzz/corpus/$$n > $$log 2>&1; rc=$$?; \
 	  if [ $$rc -ne 0 ]; then tail -60 $$log; echo "fuzz_$$n: FAILED (the input is in $(FUZZBUILD)/crash-*)"; exit 1; fi; \
 	  echo "fuzz_$$n: $$(ls tests/fuzz/corpus/$$n | wc -l) seed inputs; $$(tail -1 $$log)"; \
