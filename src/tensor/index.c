@@ -448,7 +448,8 @@ tg_tensor *tg_repeat_interleave_t(tg_tensor *t, tg_tensor *repeats, int axis) {
 /* ---------------------------------------------------------------- sort
  * A bitonic sorting network along the last axis, padded to n2 = 2^p elements: p(p+1)/2
  * compare-exchange steps, each a view that pairs element i with i ^ j (a reshape to
- * (.., blocks, 2, j)), a comparison, and wheres; O(n log^2 n) work and O(n) memory per step,
+ * (.., blocks, 2, j): the partner is the flip of the size-2 axis), a comparison of the pair,
+ * and a where that takes the partner's value where they are exchanged; O(n log^2 n) work and O(n) memory per step,
  * no data-dependent loads. Each step is stored (contiguous): fused, every step would
  * recompute both of its inputs, 2^steps work. The keys carry their original index, which
  * breaks ties (a stable sort, and a strict order that makes every exchange well defined) and
@@ -499,10 +500,10 @@ static void bitonic_step(tg_tensor **c, int64_t n2, int64_t k, int64_t j, bool d
     tg_tensor *ascending = tg_pad(const_like(axis_range(swap, da, 0, 1), 1, TG_BOOL), pb, pe, 0); /* true, false */
     swap = tg_eq(swap, ascending);
   }
-  for (int i = 0; i < SORT_CARRIED; i++) {
+  for (int i = 0; i < SORT_CARRIED; i++) { /* exchanged: each element takes its partner's value */
     if (!c[i]) continue;
-    tg_tensor *parts[2] = {tg_where(swap, hi[i], lo[i]), tg_where(swap, lo[i], hi[i])};
-    c[i] = tg_contiguous(tg_reshape(tg_cat(parts, 2, pa), uop_shape(c[i]->u), nd));
+    tg_tensor *r = tg_reshape(c[i], sh, rn), *partner = tg_flip(r, &pa, 1);
+    c[i] = tg_contiguous(tg_reshape(tg_where(swap, partner, r), uop_shape(c[i]->u), nd));
   }
 }
 
