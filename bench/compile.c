@@ -7,14 +7,18 @@
  * measurement runs in a forked child with a fresh TG_CACHE_DIR and empty in-memory caches:
  * program_build (lower, render, compile, load) of every kernel, one after another, then on
  * THREADS threads at once (what a parallel build of a schedule can reach). Prints a table of
- * ms per kernel and the totals.
+ * ms per kernel (wall, and CPU: the building thread's plus its compiler processes', which a
+ * busy machine inflates less) and the totals. Last, the cold start of each device: a fresh
+ * process with an empty cache initializes the net and runs its first training step.
  *   build/bench_compile [BATCH]   (default 512, the demo's) */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include <tg.h>
 
@@ -64,6 +68,7 @@ static int collect(int64_t batch) {
 typedef struct result {
   double open_ms, wall_ms;       /* opening the device; all kernels */
   double ms[MAX_KERNELS];        /* per kernel (one thread only) */
+  double cpu_ms[MAX_KERNELS];    /* its CPU time: this thread's and the compiler processes' */
   char names[MAX_KERNELS][96];
   int failed;
 } result;
@@ -74,12 +79,22 @@ static struct {
   result *res;
 } job;
 
+/* CPU seconds of this thread plus those of waited-for child processes (cc). */
+static double cpu_seconds(void) {
+  struct timespec t;
+  struct rusage c;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  getrusage(RUSAGE_CHILDREN, &c);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9 + (double)(c.ru_utime.tv_sec + c.ru_stime.tv_sec) +
+         (double)(c.ru_utime.tv_usec + c.ru_stime.tv_usec) * 1e-6;
+}
+
 static void *build_some(void *arg) {
   (void)arg;
   for (int i; (i = atomic_fetch_add(&job.next, 1)) < K.n;) {
-    double t0 = tg_now();
+    double t0 = tg_now(), c0 = cpu_seconds();
     program *p = program_build(job.dev, K.ast[i], &K.ks[i]);
-    job.res->ms[i] = (tg_now() - t0) * 1e3;
+    job.res->ms[i] = (tg_now() - t0) * 1e3, job.res->cpu_ms[i] = (cpu_seconds() - c0) * 1e3;
     if (!p) { job.res->failed++; fprintf(stderr, "%s: %s\n", job.dev->name, tg_last_error()); continue; }
     snprintf(job.res->names[i], sizeof job.res->names[i], "%s", p->info.name);
   }
@@ -151,7 +166,57 @@ static double sum(const double *v, int n) {
   return t;
 }
 
+/* ---------------------------------------------------------------- cold start */
+
+static double process_cpu_seconds(void) {
+  struct rusage s, c;
+  getrusage(RUSAGE_SELF, &s), getrusage(RUSAGE_CHILDREN, &c);
+  return (double)(s.ru_utime.tv_sec + s.ru_stime.tv_sec + c.ru_utime.tv_sec + c.ru_stime.tv_sec) +
+         (double)(s.ru_utime.tv_usec + s.ru_stime.tv_usec + c.ru_utime.tv_usec + c.ru_stime.tv_usec) * 1e-6;
+}
+
+/* `--cold DEV BATCH` (a fresh process, an empty TG_CACHE_DIR): the demo net's initialization
+ * and first training step on DEV; prints one line. */
+static int cold_child(const char *dev, int64_t batch) {
+  double t0 = tg_now();
+  net_run r;
+  if (tg_set_default_device(dev) < 0 || net_run_init(&r, true, batch) < 0) { printf("COLD error %s\n", tg_last_error()); return 1; }
+  double t1 = tg_now(), c1 = process_cpu_seconds();
+  tg_stats a = tg_get_stats();
+  tg_scope *s = tg_scope_begin();
+  tg_tensor *loss = net_run_loss(&r);
+  int rc = !loss || tg_backward(loss) < 0 || tg_optimizer_step(r.opt, &loss, 1) < 0;
+  tg_scope_end(s);
+  tg_stats b = tg_get_stats();
+  printf("COLD %d %.1f %.1f %.1f %llu %.1f %.1f\n", rc, (t1 - t0) * 1e3, (tg_now() - t1) * 1e3, (process_cpu_seconds() - c1) * 1e3,
+         (unsigned long long)(b.kernels_compiled - a.kernels_compiled), (b.compile_seconds - a.compile_seconds) * 1e3,
+         (b.kernel_seconds - a.kernel_seconds) * 1e3);
+  net_run_free(&r);
+  return rc;
+}
+
+/* Run cold_child in a fresh process with an empty cache directory and print its line. */
+static void cold_start(const char *self, const char *dev, int64_t batch) {
+  char dir[64] = "/tmp/tg-bench-cold-XXXXXX", cmd[1024], line[512];
+  if (!mkdtemp(dir)) return;
+  snprintf(cmd, sizeof cmd, "TG_CACHE_DIR=%s '%s' --cold %s %lld 2>&1", dir, self, dev, (long long)batch);
+  FILE *p = popen(cmd, "r");
+  int rc = 1, n = 0;
+  double init = 0, step = 0, cpu = 0, comp = 0, kern = 0;
+  unsigned long long k = 0;
+  while (p && fgets(line, sizeof line, p))
+    if (sscanf(line, "COLD %d %lf %lf %lf %llu %lf %lf", &rc, &init, &step, &cpu, &k, &comp, &kern) == 7) n = 1;
+    else fputs(line, stderr);
+  if (p) pclose(p);
+  if (n && !rc)
+    printf("%-6s %10.0f %12.0f %12.0f %10llu %12.0f %12.0f\n", dev, init, step, cpu, k, comp, kern);
+  else printf("%-6s failed\n", dev);
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+}
+
 int main(int argc, char **argv) {
+  if (argc > 3 && !strcmp(argv[1], "--cold")) return cold_child(argv[2], atoll(argv[3]));
   int64_t batch = argc > 1 ? atoll(argv[1]) : 512;
   int threads = threadpool_size() < 16 ? threadpool_size() : 16;
   if (collect(batch) < 0) { fprintf(stderr, "collecting the step's kernels: %s\n", tg_last_error()); return 1; }
@@ -165,17 +230,23 @@ int main(int argc, char **argv) {
     if (rc == -2) { printf("no %s device here\n", devs[d]); return 0; }
     if (rc < 0) { fprintf(stderr, "DEV=%s: a measurement failed\n", devs[d]); return 1; }
   }
-  printf("\n%-36s %10s %10s %8s\n", "kernel", "cc ms", "LLVM ms", "cc/LLVM");
+  printf("\n%-32s %9s %9s %8s %9s %9s %8s\n", "kernel", "cc ms", "LLVM ms", "cc/LLVM", "cc cpu", "LLVM cpu", "cc/LLVM");
+  const result *c = &serial[0], *l = &serial[1];
   for (int i = 0; i < K.n; i++)
-    printf("%-36s %10.1f %10.1f %8.1f\n", serial[0].names[i], serial[0].ms[i], serial[1].ms[i], serial[0].ms[i] / serial[1].ms[i]);
-  double tc = sum(serial[0].ms, K.n), tl = sum(serial[1].ms, K.n);
-  printf("%-36s %10.1f %10.1f %8.1f\n", "total, one thread", tc, tl, tc / tl);
-  printf("%-36s %10.1f %10.1f %8.1f\n", "median kernel", median(serial[0].ms, K.n), median(serial[1].ms, K.n),
-         median(serial[0].ms, K.n) / median(serial[1].ms, K.n));
+    printf("%-32s %9.1f %9.1f %8.1f %9.1f %9.1f %8.1f\n", c->names[i], c->ms[i], l->ms[i], c->ms[i] / l->ms[i], c->cpu_ms[i],
+           l->cpu_ms[i], c->cpu_ms[i] / l->cpu_ms[i]);
+  double tc = sum(c->ms, K.n), tl = sum(l->ms, K.n), cc = sum(c->cpu_ms, K.n), cl = sum(l->cpu_ms, K.n);
+  printf("%-32s %9.1f %9.1f %8.1f %9.1f %9.1f %8.1f\n", "total, one thread", tc, tl, tc / tl, cc, cl, cc / cl);
+  double mc = median(c->ms, K.n), ml = median(l->ms, K.n), mcc = median(c->cpu_ms, K.n), mcl = median(l->cpu_ms, K.n);
+  printf("%-32s %9.1f %9.1f %8.1f %9.1f %9.1f %8.1f\n", "median kernel", mc, ml, mc / ml, mcc, mcl, mcc / mcl);
   if (threads > 1)
-    printf("%-36s %10.1f %10.1f %8.1f\n", threads == 2 ? "all kernels, 2 threads (wall)" : "all kernels, threads (wall)",
+    printf("%-32s %9.1f %9.1f %8.1f\n", threads == 2 ? "all kernels, 2 threads (wall)" : "all kernels, threads (wall)",
            parallel[0].wall_ms, parallel[1].wall_ms, parallel[0].wall_ms / parallel[1].wall_ms);
   printf("opening the device: CPU %.1f ms, LLVM %.1f ms (dlopen libLLVM-14, target, JIT)\n", serial[0].open_ms, serial[1].open_ms);
+  printf("\ncold start: a fresh process, empty cache; the net's initialization, then its first training step\n");
+  printf("%-6s %10s %12s %12s %10s %12s %12s\n", "device", "init ms", "1st step ms", "step cpu ms", "compiled", "compile ms",
+         "kernels ms");
+  for (int d = 0; d < 2; d++) cold_start(argv[0], devs[d], batch);
   for (int i = 0; i < K.n; i++) uop_decref(K.ast[i]);
   return 0;
 }

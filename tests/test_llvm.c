@@ -316,12 +316,8 @@ static void ops_of(FILE *f, tg_dtype dt) {
     if (y) outs[n++] = y;
     tg_clear_error();
   }
-  /* casts to every dtype, and bitcasts where sizes match; a float cast to an int only where C
-   * defines it (in range; the LLVM device saturates the rest, docs/devices.md) */
-  tg_tensor *tame = dtype_is_float(dt) ? tg_where(tg_lt(tg_abs(x), tg_full_like(x, 100)), x, tg_zeros_like(x)) : x;
-  for (int d = 0; d < TG_DTYPE_COUNT; d++) {
-    tg_tensor *from = dtype_is_float((tg_dtype)d) ? x : tame;
-    outs[n++] = tg_cast(tg_expand(from, (int64_t[]){NV, NV}, 2), (tg_dtype)d);
+  for (int d = 0; d < TG_DTYPE_COUNT; d++) { /* casts to every dtype, and bitcasts where sizes match */
+    outs[n++] = tg_cast(tg_expand(x, (int64_t[]){NV, NV}, 2), (tg_dtype)d);
     if (d != (int)dt && tg_dtype_size((tg_dtype)d) == tg_dtype_size(dt)) outs[n++] = tg_bitcast(tg_expand(x, (int64_t[]){NV, NV}, 2), (tg_dtype)d);
   }
   tg_tensor *wide_f[64], *wide_i[64], *same[64];

@@ -91,7 +91,8 @@
   X(void *, LLVMOrcLLJITAddObjectFileWithRT, (void *, void *, void *))                           \
   X(void *, LLVMOrcResourceTrackerRemove, (void *))                                              \
   X(void, LLVMOrcReleaseResourceTracker, (void *))                                               \
-  X(void *, LLVMOrcLLJITLookup, (void *, uint64_t *, const char *))
+  X(void *, LLVMOrcLLJITLookup, (void *, uint64_t *, const char *))                             \
+  X(void, LLVMInstallFatalErrorHandler, (void (*)(const char *)))
 
 #define API_FIELD(ret, name, params) ret(*name) params;
 typedef struct llvm_api {
@@ -137,6 +138,13 @@ static struct {
 
 /* The JIT's session errors (a symbol it cannot resolve) are reported here, not printed. */
 static _Thread_local char session_error[512];
+/* The kernel this thread is compiling, named if LLVM dies of an internal error. */
+static _Thread_local const char *compiling;
+
+/* LLVM exits the process after an internal error ("LLVM ERROR: ..."); say which kernel. */
+static void fatal_error(const char *reason) {
+  fprintf(stderr, "tg: LLVM failed compiling kernel %s: %s (DEV=CPU avoids LLVM)\n", compiling ? compiling : "?", reason);
+}
 
 /* An LLVMErrorRef's message (consumes the error); "" for success. */
 static const char *error_text(void *err, char *buf, size_t n) {
@@ -153,11 +161,11 @@ static void report_session_error(void *ctx, void *err) {
   error_text(err, session_error, sizeof session_error);
 }
 
-static bool load_symbols(void) {
+static bool load_symbols(const char *path) {
   for (size_t i = 0; i < sizeof api_names / sizeof *api_names; i++) {
     void *p = dlsym(L.lib, api_names[i].name);
     if (!p) {
-      snprintf(L.why, sizeof L.why, "%s lacks %s", LLVM_LIBRARY, api_names[i].name);
+      snprintf(L.why, sizeof L.why, "%s lacks %s", path, api_names[i].name);
       return false;
     }
     memcpy((char *)&L.f + api_names[i].at, &p, sizeof p);
@@ -232,7 +240,8 @@ static void load_once(void) {
     snprintf(L.why, sizeof L.why, "%s not found: %s", path, dlerror());
     return;
   }
-  if (load_symbols() && find_target() && make_jit()) L.why[0] = 0;
+  if (load_symbols(path) && find_target() && make_jit()) L.why[0] = 0;
+  if (!L.why[0]) L.f.LLVMInstallFatalErrorHandler(fatal_error);
   else if (!L.why[0]) snprintf(L.why, sizeof L.why, "%s could not be set up", path);
 }
 
@@ -259,6 +268,7 @@ static bool verify(void *mod, const char *what) {
 static void *ir_to_object(void *tm, const char *ir, const char *const *names, int n, const char *suffix) {
   char *msg = NULL, buf[512];
   double t[4] = {tg_now(), 0, 0, 0};
+  compiling = names[0];
   void *ctx = L.f.LLVMContextCreate(), *mod = NULL, *obj = NULL;
   void *mb = L.f.LLVMCreateMemoryBufferWithMemoryRange(ir, strlen(ir), "kernel", 1);
   if (L.f.LLVMParseIRInContext(ctx, mb, &mod, &msg)) { /* takes mb */
@@ -297,6 +307,7 @@ static void *ir_to_object(void *tm, const char *ir, const char *const *names, in
     fprintf(stderr, "llvm %-28s parse %6.2f ms, optimize %6.2f ms, codegen %6.2f ms, %zu bytes of IR\n", names[0],
             (t[1] - t[0]) * 1e3, (t[2] - t[1]) * 1e3, (t[3] - t[2]) * 1e3, strlen(ir));
 done:
+  compiling = NULL;
   if (msg) L.f.LLVMDisposeMessage(msg);
   if (mod) L.f.LLVMDisposeModule(mod);
   L.f.LLVMContextDispose(ctx);

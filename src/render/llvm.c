@@ -14,8 +14,8 @@
  * 8- and 16-bit values promoted like C's, bool arithmetic computed in int and tested != 0,
  * bools stored as bytes, float16/bfloat16 stored as 16 bits and computed in float with a
  * round-to-nearest-even conversion after every op, and floating-point contraction (fma)
- * allowed as gcc's default -ffp-contract=fast allows it. Where C is undefined (a float out of
- * an int's range) the IR is still defined: no poison reaches memory. */
+ * allowed as gcc's default -ffp-contract=fast allows it. A float out of an int's range
+ * converts as on x86 (C: undefined; LLVM's fptosi: poison). */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -448,22 +448,29 @@ static const char *const cast_ins[4][4] = {
 /* Bytes of dt in a register (16-bit floats compute in float). */
 static int reg_size(tg_dtype dt) { return dtype_is_half(dt) ? 4 : (int)tg_dtype_size(dt); }
 
-/* float → int without poison (C leaves out-of-range conversions undefined; LLVM's fptosi gives
- * poison, which spreads): saturated to int64 (NaN → 0), then wrapped to the width as C wraps
- * ints; uint64 takes values from 2^63 up unsigned. Exact wherever C is defined. */
+/* float → int as x86 converts (docs/semantics.md; C leaves it undefined and LLVM's fptosi
+ * gives poison, which spreads): truncated into int32 (int64 for 64-bit and uint32 targets),
+ * NaN and values out of that range giving its minimum, then wrapped to the target's width;
+ * uint64 takes [2^63, 2^64) exactly too. */
 static const char *float_to_int(lr *r, const alu_in *a) {
-  const char *st = ty(r, a->sdt, a->w), *wt = ty(r, TG_INT64, a->w), *sm = mangle(r, reg_mangle[a->sdt], a->w);
-  const char *wm = mangle(r, "i64", a->w), *fn[2] = {"fptosi", "fptoui"}, *v[2];
-  for (int u = 0; u < 2; u++) {
-    declare(r, sf(r, "declare %s @llvm.%s.sat.%s.%s(%s)", wt, fn[u], wm, sm, st));
-    v[u] = ins(r, "call %s @llvm.%s.sat.%s.%s(%s %s)", wt, fn[u], wm, sm, st, a->o[0]);
-    if (a->dt != TG_UINT64) break;
-  }
+  bool wide = tg_dtype_size(a->dt) == 8 || a->dt == TG_UINT32;
+  tg_dtype via = wide ? TG_INT64 : TG_INT32;
+  double lim = wide ? 0x1p63 : 0x1p31;
+  const char *st = ty(r, a->sdt, a->w), *vt = ty(r, via, a->w), *bt = ty(r, TG_BOOL, a->w), *x = a->o[0];
+  const char *sm = mangle(r, reg_mangle[a->sdt], a->w), *vm = mangle(r, reg_mangle[via], a->w);
+  declare(r, sf(r, "declare %s @llvm.fptosi.sat.%s.%s(%s)", vt, vm, sm, st));
+  const char *v = ins(r, "call %s @llvm.fptosi.sat.%s.%s(%s %s)", vt, vm, sm, st, x);
+  const char *ok = ins(r, "and %s %s, %s", bt, ins(r, "fcmp oge %s %s, %s", st, x, fconst(r, a->sdt, a->w, -lim)),
+                       ins(r, "fcmp olt %s %s, %s", st, x, fconst(r, a->sdt, a->w, lim)));
+  v = ins(r, "select %s %s, %s %s, %s %s", bt, ok, vt, v, vt, iconst(r, via, a->w, wide ? INT64_MIN : INT32_MIN));
   if (a->dt == TG_UINT64) {
-    const char *big = ins(r, "fcmp oge %s %s, %s", st, a->o[0], fconst(r, a->sdt, a->w, 0x1p63));
-    return ins(r, "select %s %s, %s %s, %s %s", ty(r, TG_BOOL, a->w), big, wt, v[1], wt, v[0]);
+    declare(r, sf(r, "declare %s @llvm.fptoui.sat.%s.%s(%s)", vt, vm, sm, st));
+    const char *hi = ins(r, "call %s @llvm.fptoui.sat.%s.%s(%s %s)", vt, vm, sm, st, x);
+    const char *top = ins(r, "and %s %s, %s", bt, ins(r, "fcmp oge %s %s, %s", st, x, fconst(r, a->sdt, a->w, 0x1p63)),
+                          ins(r, "fcmp olt %s %s, %s", st, x, fconst(r, a->sdt, a->w, 0x1p64)));
+    v = ins(r, "select %s %s, %s %s, %s %s", bt, top, vt, hi, vt, v);
   }
-  return tg_dtype_size(a->dt) == 8 ? v[0] : ins(r, "trunc %s %s to %s", wt, v[0], ty(r, a->dt, a->w));
+  return via == a->dt || tg_dtype_size(a->dt) == tg_dtype_size(via) ? v : ins(r, "trunc %s %s to %s", vt, v, ty(r, a->dt, a->w));
 }
 
 static const char *emit_cast(lr *r, const alu_in *a) {
