@@ -412,6 +412,21 @@ tg_tensor *tg_nonzero(tg_tensor *t) {
   return r;
 }
 
+/* Each position i of an axis of n repeated reps[i] times: *total positions (NULL: an error). */
+static int64_t *repeat_positions(const int64_t *reps, int64_t n, int64_t *total) {
+  int64_t bytes = 0;
+  bool ok = true;
+  *total = 0;
+  for (int64_t i = 0; ok && i < n; i++) ok = reps[i] >= 0 && ck_add(*total, reps[i], total);
+  if (!ok || !ck_mul(*total, (int64_t)sizeof(int64_t), &bytes) || (uint64_t)bytes > SIZE_MAX)
+    return shape_error("repeat_interleave: repeats must be >= 0 and sum to at most 2^60");
+  int64_t *idx = malloc((size_t)(bytes ? bytes : 1));
+  if (!idx) tensor_error("repeat_interleave: out of memory for %lld indices", (long long)*total);
+  for (int64_t i = 0, j = 0; i < n; i++)
+    for (int64_t c = 0; c < reps[i]; c++) idx[j++] = i;
+  return idx;
+}
+
 tg_tensor *tg_repeat_interleave_t(tg_tensor *t, tg_tensor *repeats, int axis) {
   if (!t || !repeats) return null_arg("repeat_interleave");
   if (!dtype_is_int(tg_get_dtype(repeats)) || tg_ndim(repeats) > 1)
@@ -420,26 +435,15 @@ tg_tensor *tg_repeat_interleave_t(tg_tensor *t, tg_tensor *repeats, int axis) {
   tg_scope *s = tg_scope_begin();
   tg_tensor *x = axis == TG_ALL_AXES ? tg_reshape(t, (int64_t[]){tg_numel(t)}, 1) : t, *r = NULL;
   int a = axis == TG_ALL_AXES ? 0 : axis;
-  bool axis_ok = x && normalize_axis("repeat_interleave", &a, tg_ndim(x), AXIS_OF_SCALAR);
-  int64_t *reps = axis_ok ? host_int64("repeat_interleave", repeats) : NULL;
-  int64_t n = reps && tg_ndim(x) ? uop_shape(x->u)[a] : 1, m = tg_numel(repeats), total = 0; /* a valid once reps */
-  if (reps && m != 1 && m != n)
-    tensor_error("repeat_interleave: %lld repeats for %lld elements", (long long)m, (long long)n);
-  else if (reps && m == 1) r = tg_repeat_interleave(x, reps[0], a);
-  else if (reps) {
-    bool ok = true;
-    int64_t bytes = 0;
-    for (int64_t i = 0; ok && i < n; i++) ok = reps[i] >= 0 && ck_add(total, reps[i], &total);
-    ok = ok && ck_mul(total, (int64_t)sizeof(int64_t), &bytes) && (uint64_t)bytes <= SIZE_MAX;
-    int64_t *idx = ok ? malloc((size_t)(bytes ? bytes : 1)) : NULL;
-    for (int64_t i = 0, j = 0; idx && i < n; i++)
-      for (int64_t c = 0; c < reps[i]; c++) idx[j++] = i;
-    if (!ok) shape_error("repeat_interleave: repeats must be >= 0 and sum to at most 2^60");
-    else if (!idx) tensor_error("repeat_interleave: out of memory for %lld indices", (long long)total);
-    else r = tg_index_select(x, a, tg_from_data(idx, TG_INT64, &total, 1));
-    free(idx);
+  if (x && normalize_axis("repeat_interleave", &a, tg_ndim(x), AXIS_OF_SCALAR)) {
+    int64_t n = tg_ndim(x) ? uop_shape(x->u)[a] : 1, m = tg_numel(repeats), total;
+    int64_t *reps = m == 1 || m == n ? host_int64("repeat_interleave", repeats) : NULL, *idx = NULL; /* realizes them */
+    if (m != 1 && m != n) tensor_error("repeat_interleave: %lld repeats for %lld elements", (long long)m, (long long)n);
+    else if (reps && m == 1) r = tg_repeat_interleave(x, reps[0], a);
+    else if (reps && (idx = repeat_positions(reps, n, &total)))
+      r = tg_index_select(x, a, tg_from_data(idx, TG_INT64, &total, 1));
+    free(reps), free(idx);
   }
-  free(reps);
   r = tg_keep(r);
   tg_scope_end(s);
   return r;
