@@ -96,6 +96,11 @@ void tg_reset_stats(void);
 int tg_device_available(const char *device);
 /** Make device the default for this process. 0, or a negative tg_status (unknown or unavailable). */
 int tg_set_default_device(const char *device);
+/** The device t's value lives on ("CPU"; a constant is made where it is used: the default). */
+const char *tg_device_of(const tg_tensor *t);
+/** t's value on device (lazy: a copy that runs when it is realized; t itself if it is there
+ *  already). An op on tensors of two devices is an error: copies are explicit. */
+tg_tensor *tg_to(tg_tensor *t, const char *device);
 
 /* ------------------------------------------------------------ dtypes */
 

@@ -59,3 +59,52 @@ TEST(devices_dev_environment) {
   CHECK(harness_run_child("devices_child_realize", "DEV=NOPE", out, sizeof out) == 0);
   CHECK(strstr(out, "rc=-4") && strstr(out, "device \"NOPE\": no such device"));
 }
+
+TEST(devices_device_of) {
+  tg_scope *s = tg_scope_begin();
+  double d[3] = {1, 2, 3};
+  CHECK(!strcmp(tg_device_of(tg_from_data(d, TG_FLOAT64, (int64_t[]){3}, 1)), "CPU"));
+  CHECK(!strcmp(tg_device_of(tg_ones((int64_t[]){2}, 1, TG_FLOAT32)), "CPU")); /* a constant: the default */
+  tg_clear_error();
+  CHECK(tg_device_of(NULL) == NULL && strstr(tg_last_error(), "device_of"));
+  CHECK(tg_to(tg_ones((int64_t[]){2}, 1, TG_FLOAT32), "TPU") == NULL && strstr(tg_last_error(), "TPU"));
+  tg_tensor *x = tg_from_data(d, TG_FLOAT64, (int64_t[]){3}, 1);
+  tg_reset_stats();
+  tg_tensor *same = tg_to(x, "cpu");
+  CHECK(same && !strcmp(tg_device_of(same), "CPU"));
+  double out[3];
+  CHECK(tg_to_host(same, out, sizeof out) == 0 && out[2] == 3 && tg_get_stats().kernels_run == 0); /* no copy */
+  tg_scope_end(s);
+}
+
+/* Two devices: CPU and LLVM (both host memory). */
+TEST(devices_copies_and_mixed_device_errors) {
+  if (!tg_device_available("LLVM")) { SKIP("the LLVM device is not available here (libLLVM-14)"); return; }
+  tg_scope *s = tg_scope_begin();
+  double d[4] = {1, -2, 3.5, 4}, out[4];
+  tg_tensor *x = tg_from_data(d, TG_FLOAT64, (int64_t[]){4}, 1);
+  tg_tensor *y = tg_to(x, "LLVM");
+  CHECK(y && !strcmp(tg_device_of(y), "LLVM"));
+  tg_clear_error();
+  CHECK(tg_add(x, y) == NULL); /* copies are explicit */
+  CHECK(strstr(tg_last_error(), "different devices") && strstr(tg_last_error(), "CPU") && strstr(tg_last_error(), "LLVM"));
+  tg_clear_error();
+  tg_tensor *z = tg_mul_s(tg_add(y, y), 0.5); /* on LLVM */
+  CHECK(z && !strcmp(tg_device_of(z), "LLVM"));
+  tg_tensor *back = tg_to(z, "CPU");
+  CHECK(back && !strcmp(tg_device_of(back), "CPU"));
+  CHECK(tg_to_host(back, out, sizeof out) == 0);
+  for (int i = 0; i < 4; i++) CHECK(out[i] == d[i]);
+  CHECK(tg_to_host(z, out, sizeof out) == 0); /* read where it is */
+  for (int i = 0; i < 4; i++) CHECK(out[i] == d[i]);
+  /* gradients flow back through the copy, to the source's device */
+  tg_tensor *g = NULL;
+  CHECK(tg_gradient(tg_sum(tg_mul(tg_to(x, "LLVM"), tg_to(x, "LLVM")), NULL, 0, false), &x, 1, &g) == 0);
+  CHECK(g && !strcmp(tg_device_of(g), "CPU"));
+  CHECK(tg_to_host(g, out, sizeof out) == 0);
+  for (int i = 0; i < 4; i++) CHECK(out[i] == 2 * d[i]);
+  /* a constant goes anywhere */
+  tg_tensor *c = tg_to(tg_full((int64_t[]){4}, 1, 7, TG_FLOAT64), "LLVM");
+  CHECK(c && !strcmp(tg_device_of(c), "LLVM") && tg_to_host(tg_add(c, y), out, sizeof out) == 0 && out[1] == 5);
+  tg_scope_end(s);
+}

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "codegen/codegen.h"
+#include "device/device.h"
 #include "tensor/tensor.h"
 
 typedef struct cpu_buffer {
@@ -142,6 +143,7 @@ uop *buffer_new_lazy(tg_dtype dt, const int64_t *shape, int nd) {
   if (nd) memcpy(arg + 1, shape, sizeof(int64_t) * (size_t)nd); /* shape may be NULL for scalars */
   uop *u = uop_new(OP_BUFFER, dt, NULL, 0, arg, nd + 1);
   if (!u) free(b);
+  else uop_set_device(u, device_number(device_default())); /* the scheduler retags its own */
   return u;
 }
 

@@ -20,6 +20,7 @@ static struct {
   int state[NDEVICES]; /* 0 not opened yet, 1 open, else the negative status of the failed open */
   char why[NDEVICES][256];
   const device *chosen; /* tg_set_default_device */
+  char env[64];         /* DEV, read once ("" until read) */
 } reg = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 /* The index of the device a name means ("cpu", "CPU:0"), or -1. */
@@ -55,11 +56,23 @@ const device *device_get(const char *name) {
 const device *device_default(void) {
   pthread_mutex_lock(&reg.lock);
   const device *d = reg.chosen;
+  if (!reg.env[0]) { /* read once, like every knob */
+    const char *env = getenv("DEV");
+    snprintf(reg.env, sizeof reg.env, "%s", env && *env ? env : "CPU");
+  }
+  char name[64];
+  snprintf(name, sizeof name, "%s", reg.env);
   pthread_mutex_unlock(&reg.lock);
-  if (d) return d;
-  const char *env = getenv("DEV");
-  return device_get(env && *env ? env : "CPU");
+  return d ? d : device_get(name);
 }
+
+int device_number(const device *d) {
+  for (int i = 0; i < NDEVICES; i++)
+    if (devices[i] == d) return i + 1;
+  return DEVICE_NONE;
+}
+
+const device *device_of_number(int n) { return n > 0 && n <= NDEVICES ? devices[n - 1] : NULL; }
 
 int tg_device_available(const char *name) {
   if (!name || find(name) < 0) return 0;

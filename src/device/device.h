@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "codegen/codegen.h"
+#include "uop/uop.h"
 
 typedef struct device device;
 struct device {
@@ -36,6 +37,10 @@ const device *device_get(const char *name);
 /* The device work goes to when nothing else says: tg_set_default_device, else DEV, else CPU
  * (NULL with the error set when that one cannot be opened). */
 const device *device_default(void);
+
+/* A device's number in uop->device (1, 2, ...; uop.h) and back (NULL for DEVICE_NONE). */
+int device_number(const device *d);
+const device *device_of_number(int n);
 
 extern device cpu_device; /* device/cpu.c */
 #endif

@@ -267,7 +267,7 @@ int program_run(program *p, void **args) {
   tg_thread_stats.kernel_seconds += dt;
   tg_thread_stats.flops += p->info.flops;
   tg_thread_stats.bytes_moved += p->info.bytes;
-  profile_kernel(p->dev->name, p->info.name, t0, t0 + dt, p->info.flops, p->info.bytes, p->stage[0].parallel);
+  profile_device("kernel", p->dev->name, p->info.name, t0, t0 + dt, p->info.flops, p->info.bytes, p->stage[0].parallel);
   if (tg_debug() >= 1)
     fprintf(stderr, "kernel %-28s %9.3f ms %8.2f GFLOPS %8.2f GB/s\n", p->info.name, dt * 1e3,
             dt > 0 ? (double)p->info.flops / dt * 1e-9 : 0.0, dt > 0 ? (double)p->info.bytes / dt * 1e-9 : 0.0);

@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "codegen/codegen.h"
 #include "device/device.h"
@@ -32,7 +33,7 @@ typedef struct build_worker_arg {
 static void build_items(build_job *j) {
   for (size_t i; (i = atomic_fetch_add(&j->next, 1)) < j->s->items.n;) {
     const sched_item *it = &j->s->items.v[i];
-    if (it->numel == 0 || j->progs[i]) continue;
+    if (!it->ast || it->numel == 0 || j->progs[i]) continue;
     if ((j->progs[i] = program_get(it->dev, it->ast))) continue;
     pthread_mutex_lock(&j->lock); /* errors are per thread: hand the first one to the caller */
     if (!j->rc) j->rc = tg_error_status_or(TG_ERR_COMPILE), snprintf(j->error, sizeof j->error, "%s", tg_last_error());
@@ -52,7 +53,7 @@ static void *build_worker(void *arg) {
 static int build_programs(schedule *s, program **progs) {
   size_t missing = 0;
   for (size_t i = 0; i < s->items.n; i++)
-    if (s->items.v[i].numel && !(progs[i] = program_find(s->items.v[i].dev, s->items.v[i].ast))) missing++;
+    if (s->items.v[i].ast && s->items.v[i].numel && !(progs[i] = program_find(s->items.v[i].dev, s->items.v[i].ast))) missing++;
   if (missing < 2 || !program_build_in_parallel()) return 0; /* run_kernel builds it inline */
   build_job j = {.s = s, .progs = progs, .lock = PTHREAD_MUTEX_INITIALIZER};
   enum { MAX_WORKERS = 64 };
@@ -80,9 +81,22 @@ static int build_programs(schedule *s, program **progs) {
 
 /* ---------------------------------------------------------------- running */
 
+/* A copy between devices: host memory on both sides today (CPU and LLVM). */
+static void run_copy(const sched_item *it) {
+  size_t bytes = (size_t)it->numel * tg_dtype_size((tg_dtype)it->bufs[0]->dtype);
+  double t0 = tg_now();
+  memcpy(buffer_data(it->bufs[0]), buffer_data(it->bufs[1]), bytes);
+  const device *from = device_of_number(it->bufs[1]->device);
+  char name[96];
+  snprintf(name, sizeof name, "copy %s -> %s", from ? from->name : "?", it->dev->name);
+  profile_device("copy", it->dev->name, name, t0, tg_now(), 0, 2 * (uint64_t)bytes, 1);
+  if (tg_debug() >= 1) fprintf(stderr, "%-35s %9.3f ms %zu bytes\n", name, (tg_now() - t0) * 1e3, bytes);
+}
+
 static int run_kernel(const sched_item *it, program *p) {
   int rc = buffer_alloc(it->bufs[0]); /* the output's memory, now that it is needed (an empty one too: its slack) */
   if (rc || it->numel == 0) return rc;
+  if (!it->ast) return run_copy(it), 0;
   void *args[64];
   if (it->nbufs > 64) return tg_set_error(TG_ERR_DEVICE, "kernel has %d buffers (max 64)", it->nbufs);
   if (!p) {

@@ -182,6 +182,12 @@ static void d_shrink(uop *u, uop *g, uop **d) {
 
 static void d_flip(uop *u, uop *g, uop **d) { d[0] = uop_new(OP_FLIP, g->dtype, &g, 1, u->arg, u->narg); }
 
+/* Back to the source's device (a source without one takes the gradient where it is). */
+static void d_copy(uop *u, uop *g, uop **d) {
+  int64_t dev = u->src[0]->device;
+  d[0] = dev == DEVICE_NONE || dev == g->device ? g : uop_new(OP_COPY, g->dtype, &g, 1, &dev, 1);
+}
+
 /* Ops missing here have no derivative: reaching one on a path to a target is an error
  * (BITCAST between float types, for instance). Integer and bool nodes never carry gradients,
  * so the rules of ops with such outputs (comparisons, bit ops) are never called; they are
@@ -196,7 +202,7 @@ static const grad_rule grad_rules[OP_COUNT] = {
     [OP_XOR] = d_none,        [OP_SHL] = d_none,        [OP_SHR] = d_none,
     [OP_POW] = d_pow,         [OP_CMPLT] = d_none,      [OP_CMPNE] = d_none,
     [OP_CMPEQ] = d_none,      [OP_WHERE] = d_where,     [OP_REDUCE_AXIS] = d_reduce,
-    [OP_CONTIGUOUS] = d_pass, [OP_DETACH] = d_none,     [OP_RESHAPE] = d_reshape,
+    [OP_CONTIGUOUS] = d_pass,  [OP_COPY] = d_copy, [OP_DETACH] = d_none,     [OP_RESHAPE] = d_reshape,
     [OP_PERMUTE] = d_permute, [OP_EXPAND] = d_expand,   [OP_PAD] = d_pad,
     [OP_SHRINK] = d_shrink,   [OP_FLIP] = d_flip,
 };

@@ -115,15 +115,15 @@ void profile_host(const char *cat, const char *name, double t0, double t1) {
   pthread_mutex_unlock(&prof.lock);
 }
 
-void profile_kernel(const char *device, const char *name, double t0, double t1, uint64_t flops, uint64_t bytes,
-                    long long launch) {
+void profile_device(const char *cat, const char *device, const char *name, double t0, double t1, uint64_t flops,
+                    uint64_t bytes, long long launch) {
   if (!profile_on()) return;
   pthread_mutex_lock(&prof.lock);
   int d = 0;
   while (d < DEVICE_TRACKS - 1 && prof.device[d] && strcmp(prof.device[d], device)) d++;
   if (!prof.device[d]) prof.device[d] = device; /* device names are static strings */
   prof_event e = {.track = 1 + d, .t0 = t0, .t1 = t1, .flops = flops, .bytes = bytes, .launch = launch};
-  snprintf(e.cat, sizeof e.cat, "kernel"), snprintf(e.name, sizeof e.name, "%s", name);
+  snprintf(e.cat, sizeof e.cat, "%s", cat), snprintf(e.name, sizeof e.name, "%s", name);
   add(e);
   pthread_mutex_unlock(&prof.lock);
 }

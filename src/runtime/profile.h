@@ -13,9 +13,9 @@ bool profile_on(void);
 /* A host stage of this thread from t0 to t1 (tg_now() seconds); cat: "build", "autograd",
  * "schedule", "lower", "compile". name is copied. */
 void profile_host(const char *cat, const char *name, double t0, double t1);
-/* A kernel run on device from t0 to t1, with its work and launch size. */
-void profile_kernel(const char *device, const char *name, double t0, double t1, uint64_t flops, uint64_t bytes,
-                    long long launch);
+/* Work on device from t0 to t1 (cat "kernel", with its work and launch size, or "copy"). */
+void profile_device(const char *cat, const char *device, const char *name, double t0, double t1, uint64_t flops,
+                    uint64_t bytes, long long launch);
 /* This thread's previous realize ended at (tg_now() seconds): the next "build" span starts there. */
 double profile_last_realize_end(void);
 void profile_set_last_realize_end(double t);

@@ -66,7 +66,9 @@ typedef struct cost_walk {
   bool reduce; /* reaches a reduction that would fuse into the node and has no other use */
 } cost_walk;
 
-static bool stops_fusion(sched *s, uop *u) { return is_root(s, u) || u->op == OP_BUFFER || u->op == OP_CONTIGUOUS; }
+static bool stops_fusion(sched *s, uop *u) {
+  return is_root(s, u) || u->op == OP_BUFFER || u->op == OP_CONTIGUOUS || u->op == OP_COPY;
+}
 
 /* fusable: the path from the start is elementwise ops and non-repeating views, each node
  * used once (so storing the start subsumes a reduction found this way). */
@@ -121,7 +123,11 @@ static void walk(sched *s, uop *u, bool clean, bool expanded, uop *root) {
   void *key = (void *)((uintptr_t)u | (uintptr_t)clean | (uintptr_t)expanded << 1);
   if (ptrmap_has(&s->visited, key)) return;
   ptrmap_put(&s->visited, key, u);
-  if (u != root && u->op == OP_CONTIGUOUS) { add_root(s, u); return; }
+  if (u != root && (u->op == OP_CONTIGUOUS || u->op == OP_COPY)) { add_root(s, u); return; }
+  if (u->op == OP_COPY) { /* a copy item: what it copies is stored first, on its own device */
+    if (u->src[0]->op != OP_BUFFER) add_root(s, u->src[0]);
+    return;
+  }
   if (u->op == OP_REDUCE_AXIS) {
     if (u != root) {
       uop *owner = ptrmap_get(&s->owner, u);
@@ -313,16 +319,32 @@ static int plan_memory(schedule *out, sched *s, ptrmap *kept) {
   return rc;
 }
 
-/* The item computing root r (its buffer is made now, its memory when it runs). */
+/* A copy of another root's (or a BUFFER's) value to r's device. */
+static int add_copy(schedule *out, sched *s, uop *r, const device *dev, uop *buf) {
+  kctx k = {.s = s, .root = r};
+  uop *from = stored_input(&k, r->src[0]), **bufs = malloc(2 * sizeof *bufs);
+  if (!from || !bufs) return free(bufs), TG_ERR_NOMEM;
+  bufs[0] = buf, bufs[1] = from;
+  sched_item it = {dev, NULL, bufs, 2, shape_numel(uop_shape(r), uop_ndim(r)), NULL, 0};
+  if (VEC_PUSH(out->items, it) == 0) return 0;
+  free(bufs);
+  return TG_ERR_NOMEM;
+}
+
+/* The item computing root r (its buffer is made now, its memory when it runs), on r's device
+ * (a value with none, made of constants, on the default one). */
 static int add_item(schedule *out, sched *s, uop *r) {
+  const device *dev = r->device == DEVICE_NONE ? s->dev : device_of_number(r->device);
   uop *buf = buffer_new_lazy(r->dtype, uop_shape(r), uop_ndim(r));
   if (!buf || ptrmap_put(&s->roots, r, buf) < 0) return TG_ERR_NOMEM;
+  uop_set_device(buf, device_number(dev));
+  if (r->op == OP_COPY) return add_copy(out, s, r, dev, buf);
   kctx k = {.s = s};
   uop *ast = kernel_ast(&k, r);
   ptrmap_free(&k.value_index);
   if (ast && tg_debug() >= 3) fprintf(stderr, "kernel AST:\n"), uop_print(ast, stderr);
   int rc = !ast ? TG_ERR_NOMEM : tg_spec_checks() ? uop_spec_kernel(ast) : 0;
-  sched_item it = {s->dev, ast, k.bufs.v, (int)k.bufs.n, shape_numel(uop_shape(r), uop_ndim(r)), NULL, 0};
+  sched_item it = {dev, ast, k.bufs.v, (int)k.bufs.n, shape_numel(uop_shape(r), uop_ndim(r)), NULL, 0};
   if (rc == 0 && VEC_PUSH(out->items, it) == 0) return 0;
   VEC_FREE(k.bufs);
   return rc ? rc : TG_ERR_NOMEM;
@@ -338,7 +360,8 @@ static int choose_kept(schedule *out, sched *s, uop *g, ptrmap *kept) {
     for (int j = 0; j < g->nsrc && !target; j++) target = g->src[j] == r;
     if (!buf || (!target && !atomic_load_explicit(&r->handles, memory_order_relaxed))) continue;
     rc = ptrmap_put(kept, buf, buf);
-    if (!rc && out->items.v[i].ast->src[0] != r && (VEC_PUSH(out->keep, r) || VEC_PUSH(out->keep, buf))) rc = TG_ERR_NOMEM;
+    const uop *ast = out->items.v[i].ast;
+    if (!rc && (!ast || ast->src[0] != r) && (VEC_PUSH(out->keep, r) || VEC_PUSH(out->keep, buf))) rc = TG_ERR_NOMEM;
   }
   return rc;
 }

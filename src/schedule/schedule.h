@@ -9,7 +9,8 @@
 
 /* One kernel: its AST (SINK(expr over PARAM slots)), the BUFFER of each slot (slot 0 is the
  * output), and the buffers no later item reads that nobody keeps: their memory goes back as
- * soon as this item has run (the memory planner). */
+ * soon as this item has run (the memory planner). A copy between devices (tg_to) has no AST:
+ * bufs = {destination, source}. */
 typedef struct device device;
 
 typedef struct sched_item {

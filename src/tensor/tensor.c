@@ -1,6 +1,7 @@
 /* tensor.c — tensor handles, scopes, creation, inspection and realization. */
 #include "tensor/tensor.h"
 
+#include "device/device.h"
 #include "schedule/schedule.h"
 #include "tensor/shape.h"
 
@@ -147,8 +148,28 @@ void tg_free(tg_tensor *t) {
   destroy_tensor(t);
 }
 
+/* The devices of two sources below u that differ (u is DEVICE_MIXED): for the error. */
+static void mixed_devices(uop *u, int *a, int *b) {
+  *a = *b = DEVICE_NONE;
+  uop **order;
+  int n = uop_toposort(u, &order);
+  for (int i = 0; i < n && !*b; i++) {
+    int d = order[i]->op == OP_BUFFER || order[i]->op == OP_COPY ? order[i]->device : DEVICE_NONE;
+    if (d != DEVICE_NONE && !*a) *a = d;
+    else if (d != DEVICE_NONE && d != *a) *b = d;
+  }
+  if (n >= 0) free(order);
+}
+
 tg_tensor *tensor_wrap(uop *u) {
   if (!u || !shape_check_uop("tensor result", u)) return NULL; /* every tensor's shape is valid (shape.h) */
+  if (u->device == DEVICE_MIXED) { /* the one place every op's result passes */
+    int a, b;
+    mixed_devices(u, &a, &b);
+    const device *da = device_of_number(a), *db = device_of_number(b);
+    return tensor_error("an op on tensors of different devices (%s and %s): copy one with tg_to", da ? da->name : "?",
+                        db ? db->name : "?");
+  }
   tg_tensor *t = calloc(1, sizeof *t);
   if (!t) return tensor_error("out of memory"), NULL;
   tensor_set_value(t, u);
@@ -323,6 +344,22 @@ tg_tensor *tg_eye(int64_t n, int64_t m, tg_dtype dtype) {
 
 /* ---------------------------------------------------------------- inspection */
 
+const char *tg_device_of(const tg_tensor *t) {
+  if (!t) return null_arg("device_of"), NULL;
+  const device *d = t->u->device == DEVICE_NONE ? device_default() : device_of_number(t->u->device);
+  return d ? d->name : NULL; /* a constant lives where it is used: the default device */
+}
+
+tg_tensor *tg_to(tg_tensor *t, const char *name) {
+  if (!t) return null_arg("to");
+  const device *d = device_get(name);
+  if (!d) return NULL;
+  int64_t n = device_number(d);
+  if (t->u->device == n) return tensor_wrap(t->u); /* already there: the same value */
+  POOL_BEGIN;
+  POOL_END(uop_new(OP_COPY, t->u->dtype, &t->u, 1, &n, 1));
+}
+
 int tg_ndim(const tg_tensor *t) { return t ? uop_ndim(t->u) : -1; }
 
 int64_t tg_dim(const tg_tensor *t, int axis) {
@@ -407,7 +444,7 @@ int tg_schedule_kernels(tg_tensor **ts, int n) {
   schedule s = {0};
   if (rc == 0 && t.n) rc = schedule_build(t.nodes, t.n, &s);
   int kernels = 0;
-  for (size_t i = 0; i < s.items.n; i++) kernels += s.items.v[i].numel > 0;
+  for (size_t i = 0; i < s.items.n; i++) kernels += s.items.v[i].ast && s.items.v[i].numel > 0;
   schedule_free(&s);
   free(t.all), free(t.nodes);
   return rc < 0 ? rc : kernels;

@@ -166,7 +166,7 @@ static const char *spec_sink(uop *u) { (void)u; return NULL; }
 static const spec_fn tensor_specs[OP_COUNT] = {
     [OP_BUFFER] = spec_buffer,   [OP_PARAM] = spec_buffer,     [OP_CONST] = spec_const,  [OP_VALUE] = spec_value,
     [OP_IOTA] = spec_iota,       [OP_REDUCE_AXIS] = spec_reduce, [OP_CONTIGUOUS] = spec_same,
-    [OP_DETACH] = spec_same,     [OP_GRADFN] = spec_gradfn,     [OP_RESHAPE] = spec_reshape,  [OP_PERMUTE] = spec_permute,
+    [OP_DETACH] = spec_same,     [OP_COPY] = spec_same,     [OP_GRADFN] = spec_gradfn,     [OP_RESHAPE] = spec_reshape,  [OP_PERMUTE] = spec_permute,
     [OP_EXPAND] = spec_expand,   [OP_PAD] = spec_pad,          [OP_SHRINK] = spec_shrink,
     [OP_FLIP] = spec_flip,       [OP_SINK] = spec_sink,
 };

@@ -118,6 +118,8 @@ void uop_decref(uop *u) {
   }
 }
 
+void uop_set_device(uop *buffer, int device) { buffer->device = (uint8_t)device; }
+
 uop *uop_set_realized(uop *u, uop *buf) {
   uop *none = NULL;
   uop_incref(buf);
@@ -171,6 +173,11 @@ static uop *make_node(uint64_t h, uop_op op, tg_dtype dt, uop *const *src, int n
   for (int i = 0; i < nsrc; i++) uop_incref(u->src[i] = src[i]);
   if (narg) memcpy(u->arg, arg, (size_t)narg * sizeof *arg);
   fill_shape(u);
+  u->device = op == OP_COPY && narg > 0 && arg[0] > 0 && arg[0] < DEVICE_MIXED ? (uint8_t)arg[0] : DEVICE_NONE;
+  for (int i = 0; i < nsrc && op != OP_COPY; i++) { /* sources agree, or the node is mixed */
+    uint8_t d = src[i]->device;
+    if (d != DEVICE_NONE && u->device != d) u->device = u->device == DEVICE_NONE ? d : DEVICE_MIXED;
+  }
   atomic_init(&u->refcnt, 1);
   return u;
 }

@@ -49,6 +49,7 @@
   X(REDUCE_AXIS, 1, UOP_FLAG_TENSOR) X(CONTIGUOUS, 1, UOP_FLAG_TENSOR)          \
   X(DETACH, 1, UOP_FLAG_TENSOR) /* stop gradients; stripped by the scheduler */ \
   X(GRADFN, -1, UOP_FLAG_TENSOR) /* value src[0]; custom derivative for src[1..] */ \
+  X(COPY, 1, UOP_FLAG_TENSOR) /* src[0]'s value on device arg[0] (tg_to) */     \
   X(RESHAPE, 1, M_) X(PERMUTE, 1, M_) X(EXPAND, 1, M_) X(PAD, 1, M_)            \
   X(SHRINK, 1, M_) X(FLIP, 1, M_)                                               \
   /* lowering and kernels */                                                    \
@@ -87,6 +88,7 @@ struct uop {
   int64_t *arg;
   int64_t *shape;     /* tensor shape (ndim entries, in the node's own allocation) */
   uop *next;          /* intern chain (after death: the list of nodes being freed) */
+  uint8_t device;     /* where its value lives: DEVICE_NONE, a device index + 1, DEVICE_MIXED */
   _Atomic(uop *) realized; /* BUFFER this expression was realized into (strong ref, set once) */
   _Atomic uint32_t handles; /* tensor handles whose value this node is (tensor_set_value): the
                                scheduler keeps the buffer of a root someone can still read */
@@ -108,6 +110,13 @@ uop *uop_replace_src(uop *u, uop *const *src, int nsrc);
 
 void uop_incref(uop *u);
 void uop_decref(uop *u);
+
+/* The device of a node, derived when it is made: a BUFFER's is set by the code that makes it
+ * (uop_set_device, before anyone else holds it), a COPY's is the one it copies to, any other
+ * node's is its sources': DEVICE_NONE when none has one (constants), DEVICE_MIXED when two
+ * differ (an error where a tensor is made: tensor_wrap). */
+enum { DEVICE_NONE = 0, DEVICE_MIXED = 255 };
+void uop_set_device(uop *buffer, int device);
 
 /* The BUFFER u was realized into, or NULL. */
 static inline uop *uop_realized(const uop *u) { return atomic_load_explicit(&((uop *)u)->realized, memory_order_acquire); }
