@@ -261,7 +261,8 @@ tg_tensor *tg_scatter_add(tg_tensor *t, int axis, tg_tensor *index, tg_tensor *s
 }
 
 /* Plain scatter: where several indices point at one element, the last along the axis wins
- * (PyTorch's CPU order): k+1 of the hits, its max, and the value of that k. */
+ * (PyTorch's CPU order): the position k of every hit (-1 elsewhere), its max along the axis,
+ * and the value at that k. */
 static tg_tensor *scatter_last(tg_tensor *t, int axis, scatter_layout l) {
   int nd = tg_ndim(t);
   tg_tensor *k = tg_expand(axis_iota(uop_shape(l.hit->u)[axis], axis, nd + 1, TG_INT64), uop_shape(l.hit->u), nd + 1);
@@ -293,7 +294,7 @@ static tg_tensor *scatter_reduced(tg_tensor *t, int axis, scatter_layout l, tg_s
   tg_tensor *r = reduce_axis(where_const(hit, vals, neutral), scatter_rules[op].op, axis);
   if (op == TG_SCATTER_MEAN) {
     tg_tensor *n = tg_cast(reduce_axis(tg_cast(hit, TG_INT64), OP_ADD, axis), acc);
-    n = tg_maximum(n, tg_ones_like(n)); /* no hit: any divisor (the result is not used) but 0 */
+    n = tg_maximum(n, const_like(n, 1, acc)); /* no hit: any divisor (the result is not used) but 0 */
     r = tg_dtype_is_float(acc) ? tg_div(r, n) : tg_floordiv(r, n);
   }
   if (op == TG_SCATTER_AMIN) r = flip_sign(r);
