@@ -1,10 +1,10 @@
 #!/bin/sh
 # test.sh — the README's test command. Installs what the tests and benchmarks need, builds
 # everything warning-free, checks the build (the README's pkg-config command makes a program
-# that runs; a changed test fixture rebuilds its test), then runs the suite twice: plain and
-# under AddressSanitizer + UndefinedBehaviorSanitizer, and the thread tests under
-# ThreadSanitizer. One line per stage with its seconds; the
-# runner prints one line per test area. JOBS (default: the cores) sets make's and the runner's
+# that runs; a changed test fixture rebuilds its test), then runs the suite on each device
+# (the default, LLVM where libLLVM-14 loads, and CPU), under AddressSanitizer +
+# UndefinedBehaviorSanitizer (CPU), the thread tests under ThreadSanitizer, and the fuzzers.
+# One line per stage with its seconds; the runner prints one line per test area. JOBS (default: the cores) sets make's and the runner's
 # parallelism; BUILD and SANBUILD the build directories (build, build-san).
 set -e
 cd "$(dirname "$0")/.."
@@ -43,11 +43,14 @@ build_checks() {
 }
 
 stage "install packages" sh scripts/deps.sh gcc make libc6-dev zlib1g-dev pkg-config libopenblas-dev \
-  dataset-fashion-mnist
+  dataset-fashion-mnist libllvm14 clang libclang-rt-14-dev
 stage "build (make all bench)" make -s -j"$JOBS" all bench
 stage "README example" readme_example
 stage "build checks" build_checks
-stage "tests" make -s test
-stage "tests under ASan+UBSan" make -s -j"$JOBS" test-sanitize
-stage "thread tests under ThreadSanitizer" make -s -j"$JOBS" test-tsan
+stage "tests (default device: LLVM where libLLVM-14 loads)" make -s test
+stage "tests on DEV=CPU (C compiled by cc)" env DEV=CPU make -s test
+stage "tests under ASan+UBSan (DEV=CPU)" env DEV=CPU make -s -j"$JOBS" test-sanitize
+# DEV=CPU: libLLVM is not built with ThreadSanitizer, whose reports inside it are about locks it cannot see
+stage "thread tests under ThreadSanitizer (DEV=CPU)" env DEV=CPU make -s -j"$JOBS" test-tsan
+stage "fuzzers (API + file loaders) under ASan+UBSan" make -s -j"$JOBS" fuzz-check
 echo "test.sh: all passed in $(($(date +%s) - T0)) s"

@@ -45,7 +45,7 @@ TEST_CHILD(devices_child_realize) {
   tg_scope *s = tg_scope_begin();
   float out = 0;
   int rc = tg_to_host(tg_sum(tg_ones((int64_t[]){4}, 1, TG_FLOAT32), NULL, 0, false), &out, sizeof out);
-  printf("rc=%d out=%g err=%s\n", rc, out, tg_last_error());
+  printf("rc=%d out=%g dev=%s err=%s\n", rc, out, rc ? "" : tg_device_of(tg_ones((int64_t[]){1}, 1, TG_FLOAT32)), tg_last_error());
   CHECK(1);
   tg_scope_end(s);
 }
@@ -60,18 +60,26 @@ TEST(devices_dev_environment) {
   CHECK(strstr(out, "rc=-4") && strstr(out, "device \"NOPE\": no such device"));
 }
 
+/* The default device when DEV is not set: LLVM where libLLVM-14 loads, else CPU. */
+TEST(devices_default_is_the_fastest_compiler) {
+  char out[2048];
+  CHECK(harness_run_child("devices_child_realize", "DEV=", out, sizeof out) == 0 && strstr(out, "rc=0 out=4"));
+  CHECK(strstr(out, tg_device_available("LLVM") ? "dev=LLVM" : "dev=CPU") != NULL);
+}
+
 TEST(devices_device_of) {
   tg_scope *s = tg_scope_begin();
   double d[3] = {1, 2, 3};
-  CHECK(!strcmp(tg_device_of(tg_from_data(d, TG_FLOAT64, (int64_t[]){3}, 1)), "CPU"));
-  CHECK(!strcmp(tg_device_of(tg_ones((int64_t[]){2}, 1, TG_FLOAT32)), "CPU")); /* a constant: the default */
+  const char *dflt = tg_device_of(tg_ones((int64_t[]){2}, 1, TG_FLOAT32)); /* a constant: the default device */
+  CHECK(dflt && !strcmp(tg_device_of(tg_from_data(d, TG_FLOAT64, (int64_t[]){3}, 1)), dflt));
   tg_clear_error();
   CHECK(tg_device_of(NULL) == NULL && strstr(tg_last_error(), "device_of"));
   CHECK(tg_to(tg_ones((int64_t[]){2}, 1, TG_FLOAT32), "TPU") == NULL && strstr(tg_last_error(), "TPU"));
   tg_tensor *x = tg_from_data(d, TG_FLOAT64, (int64_t[]){3}, 1);
+  CHECK(tg_realize(x) == 0);
   tg_reset_stats();
-  tg_tensor *same = tg_to(x, "cpu");
-  CHECK(same && !strcmp(tg_device_of(same), "CPU"));
+  tg_tensor *same = tg_to(x, dflt);
+  CHECK(same && !strcmp(tg_device_of(same), dflt));
   double out[3];
   CHECK(tg_to_host(same, out, sizeof out) == 0 && out[2] == 3 && tg_get_stats().kernels_run == 0); /* no copy */
   tg_scope_end(s);
@@ -82,7 +90,8 @@ TEST(devices_copies_and_mixed_device_errors) {
   if (!tg_device_available("LLVM")) { SKIP("the LLVM device is not available here (libLLVM-14)"); return; }
   tg_scope *s = tg_scope_begin();
   double d[4] = {1, -2, 3.5, 4}, out[4];
-  tg_tensor *x = tg_from_data(d, TG_FLOAT64, (int64_t[]){4}, 1);
+  tg_tensor *x = tg_to(tg_from_data(d, TG_FLOAT64, (int64_t[]){4}, 1), "CPU"); /* whatever the default is */
+  CHECK(tg_realize(x) == 0 && !strcmp(tg_device_of(x), "CPU"));
   tg_tensor *y = tg_to(x, "LLVM");
   CHECK(y && !strcmp(tg_device_of(y), "LLVM"));
   tg_clear_error();

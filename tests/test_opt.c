@@ -452,8 +452,8 @@ static tg_tensor *ones_buffer(const int64_t *shape, int nd) {
   return t;
 }
 
-/* A spelling the checks look for in a kernel's source: C (the default) or LLVM IR (DEV=LLVM). */
-static bool dev_llvm(void) { return getenv("DEV") && !strncasecmp(getenv("DEV"), "LLVM", 4); }
+/* A spelling the checks look for in a kernel's source: C (DEV=CPU) or LLVM IR (the LLVM device). */
+static bool dev_llvm(void) { return device_default() == device_get("LLVM"); }
 static const char *spelled(const char *c, const char *llvm) { return dev_llvm() ? llvm : c; }
 
 TEST(opt_heuristics_vectorize_tile_and_thread) {

@@ -163,6 +163,15 @@ static inline int reduce_nbody(const uop *u) { return u->narg > 1 ? (int)u->arg[
 /* Render C source for the CPU: one function per program,
  * void names[i](void **args, long long start, long long end) (caller frees). */
 char *render_c(const lin_program *progs, int n, const char *const *names);
+/* The GPU flavors of the same renderer: each program a kernel
+ *   OpenCL: __kernel void name(long tg_n, __global T0 *b0, __global T1 *b1, ...)
+ *   CUDA:   extern "C" __global__ void name(long long tg_n, T0 *b0, T1 *b1, ...)
+ * whose work-item g < tg_n takes the g-th combination of the program's output loops, in
+ * order, the first slowest (lin_work_items). Buffers up to the highest one used. */
+char *render_opencl(const lin_program *progs, int n, const char *const *names);
+char *render_cuda(const lin_program *progs, int n, const char *const *names);
+/* Work-items of a program rendered for a GPU: the product of its output loops' sizes. */
+long long lin_work_items(const lin_program *prog);
 
 /* A compiled kernel: one or two stages, each run over [0, parallel) of its parallel axis by
  * its device's launch. */

@@ -1,5 +1,7 @@
-/* buffer.c — CPU buffers. A BUFFER UOp owns its memory: arg[0] is the address of a
- * struct cpu_buffer, arg[1..] the shape. The memory is freed when the UOp dies.
+/* buffer.c — buffers. A BUFFER UOp owns its memory: arg[0] is the address of a struct
+ * cpu_buffer, arg[1..] the shape. The memory is freed when the UOp dies. On a device with its
+ * own memory (OpenCL, CUDA: device.h) the data is that device's handle, reached only through
+ * buffer_copy_in/out; on host devices it is host memory, described below.
  *
  * Freed memory goes to a cache, like tinygrad's LRU allocator: a training step allocates the
  * same activations and gradients every step, and taking them from fresh pages cost ~10% of
@@ -25,7 +27,8 @@
 typedef struct cpu_buffer {
   void *data;
   size_t nbytes;
-  size_t cap; /* bytes of the block data points to */
+  size_t cap;        /* bytes of the block data points to */
+  const device *dev; /* a device with its own memory that data belongs to, else NULL */
 } cpu_buffer;
 
 _Atomic uint64_t tg_buffers_alive, tg_bytes_alive, tg_bytes_peak; /* every thread's buffers */
@@ -113,13 +116,23 @@ static void note_peak(uint64_t now) {
   while (now > peak && !atomic_compare_exchange_weak(&tg_bytes_peak, &peak, now)) {}
 }
 
+/* The device whose memory a buffer lives in, when it has its own. */
+static const device *memory_device(const uop *buf) {
+  const device *d = device_of_number(buf->device);
+  return d && device_is_gpu(d) ? d : NULL;
+}
+
 int buffer_alloc(uop *buf) {
   cpu_buffer *b = (cpu_buffer *)(intptr_t)buf->arg[0];
   if (b->data) return 0;
   size_t alloc = block_size(b->nbytes), cap = alloc;
-  void *data = cache_take(alloc, &cap);
-  if (!data && (data = fresh_block(alloc))) memset(data, 0, alloc);
-  if (!data) return tg_set_error(TG_ERR_NOMEM, "out of memory allocating %zu bytes", b->nbytes);
+  void *data = NULL;
+  if ((b->dev = memory_device(buf))) {
+    if (!(data = b->dev->alloc(alloc))) return tg_error_status_or(TG_ERR_NOMEM);
+  } else {
+    if (!(data = cache_take(alloc, &cap)) && (data = fresh_block(alloc))) memset(data, 0, alloc);
+    if (!data) return tg_set_error(TG_ERR_NOMEM, "out of memory allocating %zu bytes", b->nbytes);
+  }
   b->data = data, b->cap = cap;
   atomic_fetch_add(&tg_buffers_alive, 1);
   note_peak(atomic_fetch_add(&tg_bytes_alive, b->nbytes) + b->nbytes);
@@ -130,8 +143,41 @@ void buffer_drop(uop *buf) {
   cpu_buffer *b = (cpu_buffer *)(intptr_t)buf->arg[0];
   if (!b->data) return;
   atomic_fetch_sub(&tg_buffers_alive, 1), atomic_fetch_sub(&tg_bytes_alive, b->nbytes);
-  if (!cache_put(b->data, b->cap)) free(b->data);
+  if (b->dev) b->dev->free(b->data);
+  else if (!cache_put(b->data, b->cap)) free(b->data);
   b->data = NULL;
+}
+
+int buffer_copy_in(uop *buf, const void *src, size_t bytes) {
+  cpu_buffer *b = (cpu_buffer *)(intptr_t)buf->arg[0];
+  int rc = buffer_alloc(buf);
+  if (rc || !bytes) return rc;
+  if (b->dev) return b->dev->copy_in(b->data, src, bytes);
+  memcpy(b->data, src, bytes);
+  return 0;
+}
+
+int buffer_copy_out(uop *buf, void *dst, size_t bytes) {
+  cpu_buffer *b = (cpu_buffer *)(intptr_t)buf->arg[0];
+  if (!bytes) return 0;
+  if (!b->data) return tg_set_error(TG_ERR_DEVICE, "buffer: read before it was written");
+  if (b->dev) return b->dev->copy_out(dst, b->data, bytes);
+  memcpy(dst, b->data, bytes);
+  return 0;
+}
+
+int buffer_copy(uop *dst, uop *src, size_t bytes) {
+  cpu_buffer *d = (cpu_buffer *)(intptr_t)dst->arg[0], *s = (cpu_buffer *)(intptr_t)src->arg[0];
+  int rc = buffer_alloc(dst);
+  if (rc || !bytes) return rc;
+  if (!d->dev) return buffer_copy_out(src, d->data, bytes);
+  if (!s->dev) return buffer_copy_in(dst, s->data, bytes);
+  void *host = malloc(bytes); /* between two devices: through the host */
+  if (!host) return tg_set_error(TG_ERR_NOMEM, "copy: out of memory for %zu bytes", bytes);
+  rc = buffer_copy_out(src, host, bytes);
+  if (rc == 0) rc = buffer_copy_in(dst, host, bytes);
+  free(host);
+  return rc;
 }
 
 uop *buffer_new_lazy(tg_dtype dt, const int64_t *shape, int nd) {

@@ -147,7 +147,11 @@ static int cpu_compile(const char *src, const char *const *names, int n, void **
 
 /* ---------------------------------------------------------------- the device */
 
-static void cpu_launch(kernel_fn fn, void **args, long long n) { threadpool_run(fn, args, n, 0); }
+static int cpu_launch(kernel_fn fn, void **args, int nargs, long long n) {
+  (void)nargs;
+  threadpool_run(fn, args, n, 0);
+  return 0;
+}
 
 static int cpu_open(void);
 

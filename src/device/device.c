@@ -58,12 +58,21 @@ const device *device_default(void) {
   const device *d = reg.chosen;
   if (!reg.env[0]) { /* read once, like every knob */
     const char *env = getenv("DEV");
-    snprintf(reg.env, sizeof reg.env, "%s", env && *env ? env : "CPU");
+    snprintf(reg.env, sizeof reg.env, "%s", env && *env ? env : "");
   }
   char name[64];
   snprintf(name, sizeof name, "%s", reg.env);
   pthread_mutex_unlock(&reg.lock);
-  return d ? d : device_get(name);
+  if (d) return d;
+  if (name[0]) return device_get(name);
+  /* No DEV: the fastest good compiler here. LLVM compiles in process, ~9x cheaper than cc with
+   * kernels as fast (docs/performance.md): a first training step's hundred kernels in about a
+   * second. Without libLLVM-14, the system compiler. */
+  d = tg_device_available("LLVM") ? device_get("LLVM") : device_get("CPU");
+  pthread_mutex_lock(&reg.lock);
+  snprintf(reg.env, sizeof reg.env, "%s", d ? d->name : "CPU");
+  pthread_mutex_unlock(&reg.lock);
+  return d;
 }
 
 int device_number(const device *d) {
@@ -108,4 +117,14 @@ int cpu_vector_bytes(void) {
 int cpu_vector_lanes(size_t elem_bytes) {
   const device *d = device_default();
   return d ? caps_lanes(&d->caps, elem_bytes) : 4;
+}
+
+void *device_mem_alloc(const device *d, size_t nbytes) {
+  if (d->alloc) return d->alloc(nbytes);
+  return aligned_alloc(64, (nbytes + 63) / 64 * 64);
+}
+
+void device_mem_free(const device *d, void *mem) {
+  if (d->alloc) d->free(mem);
+  else free(mem);
 }

@@ -14,22 +14,42 @@
 
 typedef struct device device;
 struct device {
-  const char *name; /* "CPU", "LLVM": what DEV= and tg_to take */
+  const char *name; /* "CPU", "LLVM", "CL", "CUDA": what DEV= and tg_to take */
   /* 0 when the device can be used here; otherwise a negative status with the error set
    * (its library or driver is missing). Called once, before anything else. */
   int (*open)(void);
   device_caps caps;                      /* filled by open */
-  /* Source for the programs of one kernel (caller frees), one function per stage:
-   * void names[i](void **args, long long start, long long end). */
+  /* Source for the programs of one kernel (caller frees), one function per stage. Host
+   * devices: void names[i](void **args, long long start, long long end). GPU-style devices
+   * (caps.max_local_size > 1): a kernel names[i](long long n, T0 *b0, T1 *b1, ...) run by n
+   * work-items (render_c_gpu). */
   char *(*render)(const lin_program *progs, int n, const char *const *names);
-  /* Compile src and return the address of each of names[0..n) in fns (cached on disk by the
-   * device, keyed by source + compiler + flags). */
+  /* Compile src and return a handle for each of names[0..n) in fns (host devices: the
+   * function's address; GPU devices: their kernel object), cached on disk by the device,
+   * keyed by source + compiler + flags. */
   int (*compile)(const char *src, const char *const *names, int n, void **fns);
-  /* Run fn over iterations [0, n) of the parallel axis and wait for it. */
-  void (*launch)(kernel_fn fn, void **args, long long n);
+  /* Run fn and wait for it. Host devices: over iterations [0, n) of the parallel axis, args
+   * being host addresses. GPU devices: n work-items, args being nargs memory handles (alloc's),
+   * passed after n. 0 or a negative status with the error set. */
+  int (*launch)(kernel_fn fn, void **args, int nargs, long long n);
   /* What a kernel's speed depends on (compiler, flags, cores): keys BEAM's cache. */
   void (*describe)(char *buf, size_t n);
+  /* Device memory: NULL on devices that compute on host memory (CPU, LLVM), whose buffers are
+   * host blocks (device/buffer.c). Otherwise a buffer is the handle alloc returns (NULL with
+   * the error set); the copies wait until they are done and return 0 or a negative status. */
+  void *(*alloc)(size_t bytes);
+  void (*free)(void *mem);
+  int (*copy_in)(void *mem, const void *src, size_t bytes);
+  int (*copy_out)(void *dst, void *mem, size_t bytes);
 };
+
+/* Memory of nbytes on d (host memory, 64-byte aligned, on host devices) and its release. */
+void *device_mem_alloc(const device *d, size_t nbytes);
+void device_mem_free(const device *d, void *mem);
+
+/* Whether a device computes on its own memory with work-items (OpenCL, CUDA) rather than on
+ * host memory with loops over a parallel range (CPU, LLVM). */
+static inline bool device_is_gpu(const device *d) { return d->alloc != NULL; }
 
 /* The device named name ("CPU", "LLVM", case-insensitive, ":0" allowed), opened; NULL with
  * the error set when it is unknown or not available here. */
@@ -42,5 +62,7 @@ const device *device_default(void);
 int device_number(const device *d);
 const device *device_of_number(int n);
 
-extern device cpu_device; /* device/cpu.c */
+extern device cpu_device;  /* device/cpu.c */
+extern device cl_device;   /* device/cl.c */
+extern device cuda_device; /* device/cuda.c */
 #endif

@@ -488,7 +488,11 @@ static void llvm_describe(char *buf, size_t n) {
            (unsigned long long)f, L.passes, L.codegen, threadpool_size(), llvm_device.caps.vector_bytes);
 }
 
-static void llvm_launch(kernel_fn fn, void **args, long long n) { threadpool_run(fn, args, n, 0); }
+static int llvm_launch(kernel_fn fn, void **args, int nargs, long long n) {
+  (void)nargs;
+  threadpool_run(fn, args, n, 0);
+  return 0;
+}
 
 /* Load LLVM; the capabilities are the host CPU's as LLVM sees it (VECTOR_BYTES overrides the
  * width, as for the CPU device). */

@@ -81,8 +81,9 @@ program *program_build(const device *dev, uop *ast, const kshape *ks) {
     free(order);
     p->scratch_bytes = (size_t)ks->ax[par].size * (size_t)shape_numel(ast->arg, ast->narg) * tg_dtype_size(r->dtype);
   }
+  for (int s = 0; s < p->nstages && device_is_gpu(dev); s++) p->stage[s].parallel = lin_work_items(&lin[s]);
   p->src = dev->render(lin, p->nstages, name_ptrs);
-  if (!p->src) { tg_set_error(TG_ERR_NOMEM, "render: out of memory"); goto fail; }
+  if (!p->src) { if (!tg_last_error()[0]) tg_set_error(TG_ERR_NOMEM, "render: out of memory"); goto fail; }
   if (tg_debug() >= 4) fprintf(stderr, "%s\n", p->src);
   uint64_t key = hash_bytes(p->src, strlen(p->src), 7) | 1;
   void *fns[2] = {0};
@@ -137,6 +138,7 @@ static int parse_opts(const char *text, kshape *ks) {
  * heuristics (NOOPT=1: none). */
 static int choose_opts(const device *dev, uop *ast, kshape *ks) {
   if (kshape_init(ks, ast) < 0) return TG_ERR_ARG;
+  if (device_is_gpu(dev)) return 0; /* one work-item per output element, until GPU opts exist (issue 13) */
   const char *opts = getenv("OPTS");
   if (opts && *opts && parse_opts(opts, ks) == 0) return 0;
   int beam = tg_getenv_int("BEAM", 0);
@@ -249,13 +251,14 @@ int program_exec(program *p, void **args) {
   memcpy(all, args, sizeof(void *) * (size_t)n);
   void *scratch = NULL;
   if (p->scratch_bytes) {
-    scratch = aligned_alloc(64, (p->scratch_bytes + 63) / 64 * 64 + BUFFER_SLACK);
+    scratch = device_mem_alloc(p->dev, (p->scratch_bytes + 63) / 64 * 64 + BUFFER_SLACK);
     if (!scratch) return tg_set_error(TG_ERR_NOMEM, "kernel %s: out of memory for %zu bytes of partials", p->info.name, p->scratch_bytes);
     all[n] = scratch;
   }
-  for (int s = 0; s < p->nstages; s++) p->dev->launch(p->stage[s].fn, all, p->stage[s].parallel);
-  free(scratch);
-  return 0;
+  int rc = 0;
+  for (int s = 0; s < p->nstages && rc == 0; s++) rc = p->dev->launch(p->stage[s].fn, all, n + (scratch != NULL), p->stage[s].parallel);
+  if (scratch) device_mem_free(p->dev, scratch);
+  return rc;
 }
 
 int program_run(program *p, void **args) {

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "codegen/codegen.h"
 #include "device/device.h"
@@ -57,7 +58,8 @@ static int build_programs(schedule *s, program **progs) {
   if (missing < 2 || !program_build_in_parallel()) return 0; /* run_kernel builds it inline */
   build_job j = {.s = s, .progs = progs, .lock = PTHREAD_MUTEX_INITIALIZER};
   enum { MAX_WORKERS = 64 };
-  int threads = s->items.v[0].dev->caps.threads;
+  const device *dev = s->items.v[0].dev; /* compiling runs on the host's cores */
+  int threads = device_is_gpu(dev) ? (int)sysconf(_SC_NPROCESSORS_ONLN) : dev->caps.threads;
   pthread_t th[MAX_WORKERS];
   build_worker_arg args[MAX_WORKERS];
   int started = 0;
@@ -81,22 +83,24 @@ static int build_programs(schedule *s, program **progs) {
 
 /* ---------------------------------------------------------------- running */
 
-/* A copy between devices: host memory on both sides today (CPU and LLVM). */
-static void run_copy(const sched_item *it) {
+/* A copy between devices (through the host when neither side is host memory). */
+static int run_copy(const sched_item *it) {
   size_t bytes = (size_t)it->numel * tg_dtype_size((tg_dtype)it->bufs[0]->dtype);
   double t0 = tg_now();
-  memcpy(buffer_data(it->bufs[0]), buffer_data(it->bufs[1]), bytes);
+  int rc = buffer_copy(it->bufs[0], it->bufs[1], bytes);
+  if (rc < 0) return rc;
   const device *from = device_of_number(it->bufs[1]->device);
   char name[96];
   snprintf(name, sizeof name, "copy %s -> %s", from ? from->name : "?", it->dev->name);
   profile_device("copy", it->dev->name, name, t0, tg_now(), 0, 2 * (uint64_t)bytes, 1);
   if (tg_debug() >= 1) fprintf(stderr, "%-35s %9.3f ms %zu bytes\n", name, (tg_now() - t0) * 1e3, bytes);
+  return 0;
 }
 
 static int run_kernel(const sched_item *it, program *p) {
   int rc = buffer_alloc(it->bufs[0]); /* the output's memory, now that it is needed (an empty one too: its slack) */
   if (rc || it->numel == 0) return rc;
-  if (!it->ast) return run_copy(it), 0;
+  if (!it->ast) return run_copy(it);
   void *args[64];
   if (it->nbufs > 64) return tg_set_error(TG_ERR_DEVICE, "kernel has %d buffers (max 64)", it->nbufs);
   if (!p) {

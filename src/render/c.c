@@ -30,29 +30,87 @@ static const alu_spelling alu_c[OP_COUNT] = {
     [OP_CMPEQ] = {"(%s==%s)", NULL},      [OP_WHERE] = {"(%s?%s:%s)", NULL},
 };
 
-static const char *PRELUDE =
-    "#include <math.h>\n#include <string.h>\n"
-    "#define restrict __restrict\n"
-    "static const unsigned char tg_ones[16] = {1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1};\n"
-    "static inline long long tg_clampi(long long i,long long last){return i<0?0:i>last?last:i;}\n"
-    "static inline unsigned long long tg_ipow(unsigned long long a,long long b,int sgn){"
-    "if(b<0)return sgn&&(long long)a==-1?((b&1)?a:1):a==1;unsigned long long r=1;"
+/* The helpers every kernel may call, written once over a few per-flavor macros: TG_FN (a
+ * helper function), tg_i64/tg_u64/tg_bool (types whose C spelling OpenCL lacks), tg_f2u/tg_u2f
+ * (float bits), TG_RINTF (round half to even). */
+static const char *HELPERS =
+    "TG_FN tg_i64 tg_clampi(tg_i64 i,tg_i64 last){return i<0?0:i>last?last:i;}\n"
+    "TG_FN tg_u64 tg_ipow(tg_u64 a,tg_i64 b,int sgn){"
+    "if(b<0)return sgn&&(tg_i64)a==-1?((b&1)?a:1):a==1;tg_u64 r=1;"
     "while(b){if(b&1)r*=a;a*=a;b>>=1;}return r;}\n";
 
 static const char *HALF_HELPERS =
-    "static inline float tg_h2f(unsigned short h){unsigned int s=(unsigned int)(h>>15)<<31,e=(h>>10)&31,m=h&1023,b;"
+    "TG_FN float tg_h2f(unsigned short h){unsigned int s=(unsigned int)(h>>15)<<31,e=(h>>10)&31,m=h&1023,b;"
     "if(e==31)b=s|0x7f800000u|(m<<13);else if(e)b=s|((e+112)<<23)|(m<<13);else if(!m)b=s;"
-    "else{float f=(float)m*5.9604644775390625e-8f;memcpy(&b,&f,4);b|=s;}float f;memcpy(&f,&b,4);return f;}\n"
-    "static inline unsigned short tg_f2h(float f){unsigned int x;memcpy(&x,&f,4);unsigned int s=(x>>16)&0x8000,a=x&0x7fffffffu;"
+    "else b=tg_f2u((float)m*5.9604644775390625e-8f)|s;return tg_u2f(b);}\n"
+    "TG_FN unsigned short tg_f2h(float f){unsigned int x=tg_f2u(f);unsigned int s=(x>>16)&0x8000,a=x&0x7fffffffu;"
     "if(a>0x7f800000u){unsigned int p=(a>>13)&1023;return (unsigned short)(s|0x7c00|(p?p:0x200));}if(a==0x7f800000u)return (unsigned short)(s|0x7c00);"
     "if(a>=0x477ff000u)return (unsigned short)(s|0x7c00);"
-    "if(a<0x38800000u){float v;memcpy(&v,&a,4);return (unsigned short)(s|(unsigned int)nearbyintf(v*16777216.0f));}"
+    "if(a<0x38800000u)return (unsigned short)(s|(unsigned int)TG_RINTF(tg_u2f(a)*16777216.0f));"
     "unsigned int r=a+0xfffu+((a>>13)&1u);return (unsigned short)(s|((r-0x38000000u)>>13));}\n"
-    "static inline float tg_b2f(unsigned short h){unsigned int b=(unsigned int)h<<16;float f;memcpy(&f,&b,4);return f;}\n"
-    "static inline unsigned short tg_f2b(float f){unsigned int x;memcpy(&x,&f,4);"
+    "TG_FN float tg_b2f(unsigned short h){return tg_u2f((unsigned int)h<<16);}\n"
+    "TG_FN unsigned short tg_f2b(float f){unsigned int x=tg_f2u(f);"
     "if((x&0x7fffffffu)>0x7f800000u)return (unsigned short)((x>>16)|((x>>16)&127?0:64));return (unsigned short)((x+0x7fffu+((x>>16)&1u))>>16);}\n"
-    "static inline float tg_rh(float f){return tg_h2f(tg_f2h(f));}\n"
-    "static inline float tg_rb(float f){return tg_b2f(tg_f2b(f));}\n";
+    "TG_FN float tg_rh(float f){return tg_h2f(tg_f2h(f));}\n"
+    "TG_FN float tg_rb(float f){return tg_b2f(tg_f2b(f));}\n";
+
+/* What differs between the C the CPU compiler gets and the OpenCL C and CUDA C of GPU devices:
+ * a small table, not a second renderer. GPU kernels take their buffers as typed parameters
+ * after the work-item count, and compute one combination of the output loops each. */
+typedef struct flavor {
+  const char *prelude;    /* the macros and types HELPERS use, and what the dialect needs */
+  bool gpu;               /* work-items (kernel signature, output loops from the work-item index) */
+  const char *kernel;     /* what starts a kernel's definition */
+  const char *global;     /* qualifier of a buffer pointer */
+  const char *restrict_;  /* spelling of restrict */
+  const char *gid;        /* the work-item index */
+  const char *i64_suffix; /* of a 64-bit integer literal */
+  const char *bool_mem;   /* type of a bool in memory */
+  bool f32_math;          /* float functions are named with an f (expf): C and CUDA; OpenCL overloads */
+  void (*bitcast)(strbuf *e, tg_dtype to, tg_dtype from, const char *value);
+} flavor;
+
+static void bitcast_c(strbuf *e, tg_dtype to, tg_dtype from, const char *v) {
+  sb_printf(e, "({%s t_=%s;%s o_;memcpy(&o_,&t_,sizeof o_);o_;})", dtype_table[from].ctype, v, dtype_table[to].ctype);
+}
+static void bitcast_cuda(strbuf *e, tg_dtype to, tg_dtype from, const char *v) {
+  sb_printf(e, "tg_bitcast<%s>((%s)%s)", to == TG_BOOL ? "bool" : dtype_table[to].ctype, from == TG_BOOL ? "bool" : dtype_table[from].ctype, v);
+}
+static void bitcast_opencl(strbuf *e, tg_dtype to, tg_dtype from, const char *v) {
+  static const char *const names[TG_DTYPE_COUNT] = {
+      [TG_BOOL] = "uchar", [TG_INT8] = "char",   [TG_INT16] = "short", [TG_INT32] = "int",
+      [TG_INT64] = "long", [TG_UINT8] = "uchar", [TG_UINT16] = "ushort", [TG_UINT32] = "uint",
+      [TG_UINT64] = "ulong", [TG_FLOAT16] = "ushort", [TG_BFLOAT16] = "ushort", [TG_FLOAT32] = "float",
+      [TG_FLOAT64] = "double"};
+  sb_printf(e, "as_%s((%s)%s)", names[to], names[from], v);
+}
+
+static const flavor flavor_c = {
+    .prelude = "#include <math.h>\n#include <string.h>\n"
+               "#define restrict __restrict\n#define TG_FN static inline\n#define TG_RINTF nearbyintf\n"
+               "typedef long long tg_i64;\ntypedef unsigned long long tg_u64;\ntypedef _Bool tg_bool;\n"
+               "static const unsigned char tg_ones[16] = {1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1};\n"
+               "TG_FN unsigned int tg_f2u(float f){unsigned int u;memcpy(&u,&f,4);return u;}\n"
+               "TG_FN float tg_u2f(unsigned int u){float f;memcpy(&f,&u,4);return f;}\n",
+    .kernel = "void", .global = "", .bool_mem = "_Bool", .restrict_ = "restrict", .i64_suffix = "LL", .f32_math = true,
+    .bitcast = bitcast_c};
+
+static const flavor flavor_opencl = {
+    .prelude = "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n"
+               "#define TG_FN static inline\n#define TG_RINTF rint\n#define tg_f2u as_uint\n#define tg_u2f as_float\n"
+               "typedef long tg_i64;\ntypedef ulong tg_u64;\ntypedef bool tg_bool;\n",
+    .gpu = true, .kernel = "__kernel void", .global = "__global ", .restrict_ = "restrict",
+    .gid = "(tg_i64)get_global_id(0)", .bool_mem = "uchar", .i64_suffix = "L", .f32_math = false, .bitcast = bitcast_opencl};
+
+static const flavor flavor_cuda = {
+    .prelude = "#define TG_FN static __device__ inline\n#define TG_RINTF nearbyintf\n"
+               "#define INFINITY __int_as_float(0x7f800000)\n#define NAN __int_as_float(0x7fffffff)\n"
+               "typedef long long tg_i64;\ntypedef unsigned long long tg_u64;\ntypedef bool tg_bool;\n"
+               "#define tg_f2u __float_as_uint\n#define tg_u2f __uint_as_float\n"
+               "template <class T, class F> static __device__ inline T tg_bitcast(F f){T t;memcpy(&t,&f,sizeof t);return t;}\n",
+    .gpu = true, .kernel = "extern \"C\" __global__ void", .global = "", .restrict_ = "__restrict__",
+    .gid = "((tg_i64)blockIdx.x*blockDim.x+threadIdx.x)", .bool_mem = "bool", .i64_suffix = "LL", .f32_math = true,
+    .bitcast = bitcast_cuda};
 
 /* Vector lanes: a node that depends on the lane range holds W values in a GCC vector
  * (typedef float tg_f32x16 __attribute__((vector_size(64)))). Common ops on float32/64 and
@@ -70,9 +128,21 @@ typedef struct renderer {
   int ntmp;
   char vtypes[8][32];                /* vector type spellings */
   int nvtypes;
+  const flavor *fl;
+  /* GPU: the output loops, outermost first, and each one's divisor of the work-item index */
+  uop *gloop[KS_MAX_AXES];
+  long long gdiv[KS_MAX_AXES];
+  int ngloop;
 } renderer;
 
-static const char *ctype(tg_dtype dt) { return dtype_table[dt].cvalue; }
+/* The type a value of dt is computed in (every flavor's prelude defines the tg_ names). */
+static const char *ctype(tg_dtype dt) {
+  return dt == TG_BOOL ? "tg_bool" : dt == TG_INT64 ? "tg_i64" : dt == TG_UINT64 ? "tg_u64" : dtype_table[dt].cvalue;
+}
+/* The type an element of dt is stored as (bools: a byte; OpenCL has no bool in memory). */
+static const char *mtype(const renderer *r, tg_dtype dt) {
+  return dt == TG_BOOL ? r->fl->bool_mem : dtype_is_half(dt) ? dtype_table[dt].ctype : ctype(dt);
+}
 static bool is_f32_math(tg_dtype dt) { return dt == TG_FLOAT32 || dtype_is_half(dt); }
 
 /* The element type of a vector of dt: bools are bytes, 16-bit floats compute in float. */
@@ -103,7 +173,7 @@ static bool fast_dtype(tg_dtype dt) { return dt == TG_FLOAT32 || dt == TG_FLOAT6
 static int lanes_of(renderer *r, uop *u) { return uop_lanes(&r->lanes, u); }
 static bool is_lane_range(const uop *u) { return u->op == OP_RANGE && u->arg[1] == RANGE_LANE; }
 
-static void render_const(char *buf, size_t n, uop *u) {
+static void render_const(char *buf, size_t n, uop *u, const char *ll) {
   tg_dtype dt = u->dtype;
   if (dtype_is_float(dt)) {
     double v = uop_const_value(u);
@@ -122,11 +192,11 @@ static void render_const(char *buf, size_t n, uop *u) {
   int64_t v = u->arg[0];
   switch (dt) {
     case TG_BOOL: snprintf(buf, n, "%d", v != 0); break;
-    case TG_UINT64: snprintf(buf, n, "%lluULL", (unsigned long long)v); break;
+    case TG_UINT64: snprintf(buf, n, "%lluU%s", (unsigned long long)v, ll); break;
     case TG_UINT32: case TG_UINT16: case TG_UINT8: snprintf(buf, n, "%lluu", (unsigned long long)v); break;
     case TG_INT64:
-      if (v == INT64_MIN) snprintf(buf, n, "(-9223372036854775807LL-1)");
-      else snprintf(buf, n, v < 0 ? "(%lldLL)" : "%lldLL", (long long)v);
+      if (v == INT64_MIN) snprintf(buf, n, "(-9223372036854775807%s-1)", ll);
+      else snprintf(buf, n, v < 0 ? "(%lld%s)" : "%lld%s", (long long)v, ll);
       break;
     default:
       if (v == INT32_MIN) snprintf(buf, n, "(-2147483647-1)");
@@ -138,7 +208,7 @@ static const char *name_of(renderer *r, uop *u) {
   char *s = ptrmap_get(&r->names, u);
   if (s) return s;
   char buf[400];
-  if (u->op == OP_CONST) render_const(buf, sizeof buf, u);
+  if (u->op == OP_CONST) render_const(buf, sizeof buf, u, r->fl->i64_suffix);
   else if (is_lane_range(u)) {
     int w = (int)uop_const_ivalue(u->src[0]), len = snprintf(buf, sizeof buf, "((%s){", vtype(r, TG_INT64, w, V_VALUE));
     for (int l = 0; l < w; l++) len += snprintf(buf + len, sizeof buf - (size_t)len, l ? ",%d" : "%d", l);
@@ -183,7 +253,7 @@ static const char *mask_type(renderer *r, tg_dtype dt, int w) {
 static void indent(renderer *r) { sb_printf(&r->out, "%*s", 2 * r->depth, ""); }
 
 /* The scalar expression for an ALU node from its operands' spellings. */
-static void alu_expr(uop *u, const char *const *o, strbuf *e) {
+static void alu_expr(const renderer *r, uop *u, const char *const *o, strbuf *e) {
   const char *a = o[0], *b = o[1], *c = o[2];
   tg_dtype sdt = u->src[u->op == OP_WHERE ? 1 : 0]->dtype, dt = u->dtype;
   bool fl = dtype_is_float(sdt), un = dtype_is_unsigned(sdt) || sdt == TG_BOOL;
@@ -192,11 +262,14 @@ static void alu_expr(uop *u, const char *const *o, strbuf *e) {
       if (dt == TG_BOOL && fl) sb_printf(e, "(%s!=0)", a); /* NaN → true */
       else sb_printf(e, "((%s)%s)", ctype(dt), a);
       return;
-    case OP_BITCAST: {
-      const char *to = dtype_table[dt].ctype, *from = dtype_table[sdt].ctype;
+    case OP_BITCAST: { /* 16-bit floats are bitcast as their stored bits */
       const char *pre = sdt == TG_FLOAT16 ? "tg_f2h" : sdt == TG_BFLOAT16 ? "tg_f2b" : "";
       const char *post = dt == TG_FLOAT16 ? "tg_h2f" : dt == TG_BFLOAT16 ? "tg_b2f" : "";
-      sb_printf(e, "%s(({%s t_=%s(%s);%s o_;memcpy(&o_,&t_,sizeof o_);o_;}))", post, from, pre, a, to);
+      char v[224];
+      snprintf(v, sizeof v, "%s(%s)", pre, a);
+      sb_printf(e, "%s(", post);
+      r->fl->bitcast(e, dt, sdt, v);
+      sb_printf(e, ")");
       return;
     }
     case OP_NOT: sb_printf(e, sdt == TG_BOOL ? "(!%s)" : "((%s)~%s)", sdt == TG_BOOL ? a : ctype(dt), a); return;
@@ -206,22 +279,22 @@ static void alu_expr(uop *u, const char *const *o, strbuf *e) {
       return;
     case OP_IDIV: case OP_MOD: {
       const char *op = u->op == OP_IDIV ? "/" : "%";
-      if (fl) { sb_printf(e, is_f32_math(sdt) ? "fmodf(%s,%s)" : "fmod(%s,%s)", a, b); return; }
+      if (fl) { sb_printf(e, is_f32_math(sdt) && r->fl->f32_math ? "fmodf(%s,%s)" : "fmod(%s,%s)", a, b); return; }
       bool safe = u->src[1]->op == OP_CONST && u->src[1]->arg[0] != 0 && (un || u->src[1]->arg[0] != -1);
       if (safe) sb_printf(e, "(%s%s%s)", a, op, b);
       else if (un) sb_printf(e, "(%s==0?0:%s%s%s)", b, a, op, b); /* x/0 is 0, never a trap */
-      else if (u->op == OP_IDIV) sb_printf(e, "(%s==0?0:%s==-1?(%s)(0u-(unsigned long long)%s):%s/%s)", b, b, ctype(dt), a, a, b);
+      else if (u->op == OP_IDIV) sb_printf(e, "(%s==0?0:%s==-1?(%s)(0u-(tg_u64)%s):%s/%s)", b, b, ctype(dt), a, a, b);
       else sb_printf(e, "((%s==0||%s==-1)?0:%s%%%s)", b, b, a, b);
       return;
     }
     case OP_POW:
       if (fl) break;
-      sb_printf(e, "((%s)tg_ipow((unsigned long long)%s,(long long)%s,%d))", ctype(dt), a, b, !un);
+      sb_printf(e, "((%s)tg_ipow((tg_u64)%s,(tg_i64)%s,%d))", ctype(dt), a, b, !un);
       return;
     default: break;
   }
   const alu_spelling *sp = &alu_c[u->op];
-  const char *fmt = fl && is_f32_math(sdt) && sp->fmt_f32 ? sp->fmt_f32 : sp->fmt;
+  const char *fmt = fl && is_f32_math(sdt) && r->fl->f32_math && sp->fmt_f32 ? sp->fmt_f32 : sp->fmt;
   if (u->op == OP_RECIP && !fl) fmt = "(1/%s)";
   sb_printf(e, fmt, a, b, c);
 }
@@ -240,7 +313,7 @@ static void load_expr(renderer *r, uop *u, int lane, strbuf *e) {
   char at[224];
   if (u->narg && lane >= 0) { /* a checked lane past the buffer is a padded one: any element will do */
     long long last = (long long)u->src[0]->arg[1] - 1;
-    if (load_checked(u)) snprintf(at, sizeof at, "tg_clampi(%s+%d, %lldLL)", idx, lane, last), idx = at;
+    if (load_checked(u)) snprintf(at, sizeof at, "tg_clampi(%s+%d, %lld%s)", idx, lane, last, r->fl->i64_suffix), idx = at;
     else snprintf(at, sizeof at, "%s+%d", idx, lane), idx = at;
   }
   uop *m = load_mask(u);
@@ -253,7 +326,7 @@ static void scalar_expr(renderer *r, uop *u, int lane, strbuf *e) {
   if (u->op == OP_LOAD) { load_expr(r, u, lane, e); return; }
   const char *o[3] = {"", "", ""};
   for (int i = 0; i < u->nsrc && i < 3; i++) o[i] = operand(r, u->src[i], lane);
-  alu_expr(u, o, e);
+  alu_expr(r, u, o, e);
 }
 
 /* A lane-by-lane vector constructor {expr(0), …, expr(w-1)}. */
@@ -415,14 +488,14 @@ static void render_store(renderer *r, uop *u) {
 
 /* ---------------------------------------------------------------- reductions */
 
-static const char *reduce_identity(uop *u, char *buf, size_t n) {
+static const char *reduce_identity(const renderer *r, uop *u, char *buf, size_t n) {
   tg_dtype dt = u->dtype;
   switch (u->arg[0]) {
     case OP_ADD: return "0";
     case OP_MUL: return "1";
     default: /* MAX */
       if (dtype_is_float(dt)) return "(-INFINITY)";
-      if (dt == TG_INT64) return "(-9223372036854775807LL-1)";
+      if (dt == TG_INT64) return snprintf(buf, n, "(-9223372036854775807%s-1)", r->fl->i64_suffix), buf;
       if (dtype_is_unsigned(dt) || dt == TG_BOOL) return "0";
       snprintf(buf, n, "(%.0f)", dtype_table[dt].min);
       return buf;
@@ -447,7 +520,7 @@ static void combine(strbuf *e, uop *u, const char *a, const char *b) {
 static void render_acc_init(renderer *r, uop *u) {
   char buf[64];
   int w = acc_lanes(r, u);
-  const char *id = reduce_identity(u, buf, sizeof buf);
+  const char *id = reduce_identity(r, u, buf, sizeof buf);
   indent(r);
   if (!w) { sb_printf(&r->out, "%s %s = %s;\n", ctype(u->dtype), name_of(r, u), id); return; }
   sb_printf(&r->out, "%s %s = {", vtype(r, u->dtype, w, V_VALUE), name_of(r, u));
@@ -509,14 +582,49 @@ static void render_acc_final(renderer *r, uop *u) {
   rename_node(r, u, name);
 }
 
+/* On a GPU an output loop is not a loop: its index is a digit of the work-item's (the index of
+ * u in r->gloop), -1 for loops that stay loops. */
+static int gpu_loop(const renderer *r, uop *u) {
+  for (int i = 0; i < r->ngloop; i++)
+    if (r->gloop[i] == u) return i;
+  return -1;
+}
+
+static bool is_output_loop(const lin_op *o) {
+  return o->kind == L_LOOP && (o->u->arg[1] == RANGE_GLOBAL || o->u->arg[1] == RANGE_PARALLEL);
+}
+
+/* The sizes of a program's output loops (their order in it), at most cap; -1 when there are
+ * more or one is not a constant. */
+static int output_loops(const lin_program *p, uop **loops, long long *sizes, int cap) {
+  int n = 0;
+  for (int i = 0; i < p->n; i++) {
+    if (!is_output_loop(&p->ops[i])) continue;
+    uop *size = p->ops[i].u->src[0];
+    if (n == cap || size->op != OP_CONST) return -1;
+    loops[n] = p->ops[i].u, sizes[n++] = (long long)uop_const_ivalue(size);
+  }
+  return n;
+}
+
+long long lin_work_items(const lin_program *p) {
+  uop *loops[KS_MAX_AXES];
+  long long sizes[KS_MAX_AXES], items = 1;
+  int n = output_loops(p, loops, sizes, KS_MAX_AXES);
+  for (int i = 0; i < n; i++) items *= sizes[i];
+  return n < 0 ? -1 : items;
+}
+
 static void render_op(renderer *r, const lin_op *o) {
   uop *u = o->u;
   switch (o->kind) {
     case L_LOOP: {
       const char *v = name_of(r, u);
       indent(r);
-      if (u->arg[1] == RANGE_PARALLEL) sb_printf(&r->out, "for (long long %s = tg_start; %s < tg_end; %s++) {\n", v, v, v);
-      else sb_printf(&r->out, "for (long long %s = 0; %s < %s; %s++) {\n", v, v, name_of(r, u->src[0]), v);
+      int g = gpu_loop(r, u);
+      if (g >= 0) sb_printf(&r->out, "{ tg_i64 %s = tg_gid / %lld%s %% %s;\n", v, r->gdiv[g], r->fl->i64_suffix, name_of(r, u->src[0]));
+      else if (u->arg[1] == RANGE_PARALLEL) sb_printf(&r->out, "for (tg_i64 %s = tg_start; %s < tg_end; %s++) {\n", v, v, v);
+      else sb_printf(&r->out, "for (tg_i64 %s = 0; %s < %s; %s++) {\n", v, v, name_of(r, u->src[0]), v);
       r->depth++;
       break;
     }
@@ -535,7 +643,7 @@ static void render_op(renderer *r, const lin_op *o) {
 
 /* ---------------------------------------------------------------- functions */
 
-static void render_function(renderer *r, const lin_program *p, const char *name, strbuf *dst) {
+static bool render_function(renderer *r, const lin_program *p, const char *name, strbuf *dst) {
   uop *globals[66] = {0};
   bool written[66] = {0};
   int nglob = 0;
@@ -553,16 +661,38 @@ static void render_function(renderer *r, const lin_program *p, const char *name,
   }
   r->out = (strbuf){0};
   r->depth = 1;
+  r->ngloop = 0;
+  if (r->fl->gpu) { /* output loops become digits of the work-item index, the first slowest */
+    r->ngloop = output_loops(p, r->gloop, r->gdiv, KS_MAX_AXES);
+    if (r->ngloop < 0) return false;
+    for (long long inner = 1, i = r->ngloop - 1; i >= 0; i--) {
+      long long size = r->gdiv[i];
+      r->gdiv[i] = inner, inner *= size;
+    }
+  }
   for (int i = 0; i < p->n; i++) render_op(r, &p->ops[i]);
-  sb_printf(dst, "void %s(void **args, long long tg_start, long long tg_end) {\n", name);
-  sb_printf(dst, "  (void)tg_start, (void)tg_end;\n");
-  for (int i = 0; i < nglob; i++) {
-    if (!globals[i]) continue;
-    const char *ct = dtype_table[globals[i]->dtype].ctype;
-    sb_printf(dst, "  %s%s *restrict %s = (%s *)args[%d];\n", written[i] ? "" : "const ", ct, name_of(r, globals[i]), ct, i);
+  if (!r->fl->gpu) {
+    sb_printf(dst, "void %s(void **args, long long tg_start, long long tg_end) {\n", name);
+    sb_printf(dst, "  (void)tg_start, (void)tg_end;\n");
+    for (int i = 0; i < nglob; i++) {
+      if (!globals[i]) continue;
+      const char *ct = mtype(r, globals[i]->dtype);
+      sb_printf(dst, "  %s%s *restrict %s = (%s *)args[%d];\n", written[i] ? "" : "const ", ct, name_of(r, globals[i]), ct, i);
+    }
+  } else { /* every buffer up to the last one used is a parameter, in slot order */
+    sb_printf(dst, "%s %s(tg_i64 tg_n", r->fl->kernel, name);
+    for (int i = 0; i < nglob; i++) {
+      const char *ct = globals[i] ? mtype(r, globals[i]->dtype) : "unsigned char";
+      char unused[16];
+      snprintf(unused, sizeof unused, "u%d", i);
+      sb_printf(dst, ", %s%s%s *%s %s", r->fl->global, written[i] ? "" : "const ", ct, r->fl->restrict_,
+                globals[i] ? name_of(r, globals[i]) : unused);
+    }
+    sb_printf(dst, ") {\n  tg_i64 tg_gid = %s;\n  if (tg_gid >= tg_n) return;\n", r->fl->gid);
   }
   sb_printf(dst, "%s}\n", r->out.s ? r->out.s : "");
   sb_free(&r->out);
+  return true;
 }
 
 static void render_typedefs(renderer *r, strbuf *dst) {
@@ -579,20 +709,28 @@ static void render_typedefs(renderer *r, strbuf *dst) {
   }
 }
 
-char *render_c(const lin_program *progs, int n, const char *const *names) {
-  renderer r = {0};
+static char *render_flavor(const flavor *fl, const lin_program *progs, int n, const char *const *names) {
+  renderer r = {.fl = fl};
   strbuf body = {0}, src = {0};
-  for (int i = 0; i < n; i++) {
-    render_function(&r, &progs[i], names[i], &body);
+  bool ok = true;
+  for (int i = 0; i < n && ok; i++) {
+    ok = render_function(&r, &progs[i], names[i], &body);
     for (size_t j = 0; j < r.names.cap; j++) /* names are per function */
       if (r.names.keys[j]) free(r.names.vals[j]);
     ptrmap_free(&r.names);
     r.nvars = 0;
   }
-  sb_printf(&src, "%s%s", PRELUDE, r.uses_half ? HALF_HELPERS : "");
+  sb_printf(&src, "%s%s%s", fl->prelude, HELPERS, r.uses_half ? HALF_HELPERS : "");
   render_typedefs(&r, &src);
   sb_printf(&src, "%s", body.s ? body.s : "");
   sb_free(&body);
   ptrmap_free(&r.lanes);
+  if (!ok) sb_free(&src), tg_set_error(TG_ERR_COMPILE, "render: an output loop of %s has no constant size", names[0]);
   return src.s;
 }
+
+char *render_c(const lin_program *progs, int n, const char *const *names) { return render_flavor(&flavor_c, progs, n, names); }
+char *render_opencl(const lin_program *progs, int n, const char *const *names) {
+  return render_flavor(&flavor_opencl, progs, n, names);
+}
+char *render_cuda(const lin_program *progs, int n, const char *const *names) { return render_flavor(&flavor_cuda, progs, n, names); }

@@ -167,6 +167,7 @@ static void choose_roots(sched *s) {
 
 typedef struct kctx {
   sched *s;
+  const device *dev; /* the kernel's */
   uop *root;
   VEC(uop *) bufs;                 /* slot → BUFFER */
   ptrmap value_index;              /* user VALUE → its index in its dtype's block + 1 */
@@ -207,22 +208,34 @@ static int collect_values(kctx *k, uop *u, ptrmap *seen) {
   return 0;
 }
 
-/* The block of each dtype, its elements the values in their dtype (ints from their bits). */
+/* The values of dtype dt, in their dtype (ints from their bits), into a new block on the
+ * kernel's device. */
+static int make_value_block(kctx *k, tg_dtype dt) {
+  size_t size = tg_dtype_size(dt);
+  unsigned char *host = calloc((size_t)k->nvalues[dt], size);
+  uop *block = host ? buffer_new_lazy(dt, &k->nvalues[dt], 1) : NULL;
+  if (!block) return free(host), TG_ERR_NOMEM;
+  for (size_t i = 0; i < k->value_index.cap; i++) {
+    uop *v = (uop *)k->value_index.keys[i];
+    if (!v || v->dtype != dt) continue;
+    unsigned char *data = host + ((size_t)(intptr_t)k->value_index.vals[i] - 1) * size;
+    if (dtype_is_float(dt)) dtype_write(data, dt, 0, uop_const_value(v));
+    else memcpy(data, &v->arg[0], size); /* exact bits (little-endian) */
+  }
+  uop_set_device(block, device_number(k->dev));
+  int rc = buffer_copy_in(block, host, (size_t)k->nvalues[dt] * size);
+  free(host);
+  k->values[dt] = block;
+  return rc;
+}
+
+/* The block of each dtype holding the kernel's user values. */
 static int make_value_blocks(kctx *k, uop *expr) {
   ptrmap seen = {0};
   int rc = collect_values(k, expr, &seen);
   ptrmap_free(&seen);
   for (int dt = 0; dt < TG_DTYPE_COUNT && !rc; dt++)
-    if (k->nvalues[dt] && !(k->values[dt] = buffer_new((tg_dtype)dt, &k->nvalues[dt], 1))) rc = TG_ERR_NOMEM;
-  for (size_t i = 0; i < k->value_index.cap && !rc; i++) {
-    uop *v = (uop *)k->value_index.keys[i];
-    if (!v) continue;
-    tg_dtype dt = (tg_dtype)v->dtype;
-    size_t at = (size_t)(intptr_t)k->value_index.vals[i] - 1, size = tg_dtype_size(dt);
-    unsigned char *data = (unsigned char *)buffer_data(k->values[dt]) + at * size;
-    if (dtype_is_float(dt)) dtype_write(data, dt, 0, uop_const_value(v));
-    else memcpy(data, &v->arg[0], size); /* exact bits (little-endian) */
-  }
+    if (k->nvalues[dt]) rc = make_value_block(k, (tg_dtype)dt);
   return rc;
 }
 
@@ -339,7 +352,7 @@ static int add_item(schedule *out, sched *s, uop *r) {
   if (!buf || ptrmap_put(&s->roots, r, buf) < 0) return TG_ERR_NOMEM;
   uop_set_device(buf, device_number(dev));
   if (r->op == OP_COPY) return add_copy(out, s, r, dev, buf);
-  kctx k = {.s = s};
+  kctx k = {.s = s, .dev = dev};
   uop *ast = kernel_ast(&k, r);
   ptrmap_free(&k.value_index);
   if (ast && tg_debug() >= 3) fprintf(stderr, "kernel AST:\n"), uop_print(ast, stderr);

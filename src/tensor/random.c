@@ -114,9 +114,10 @@ static bits draw_bits(int64_t n) {
   int64_t four = 4;
   uop *state = buffer_new(TG_UINT32, &four, 1);
   if (!state) return (bits){NULL, NULL};
-  uint32_t *d = buffer_data(state);
+  uint32_t d[4];
   uint64_t first = reserve((uint64_t)n, d);
   d[2] = (uint32_t)first, d[3] = (uint32_t)(first >> 32);
+  if (buffer_copy_in(state, d, sizeof d) < 0) return (bits){NULL, NULL};
   uop *i = ucast(uop_new(OP_IOTA, TG_INT64, NULL, 0, &n, 1), TG_UINT32);
   uop *lo = broadcast_elem(state, 2, n), *hi = broadcast_elem(state, 3, n);
   uop *c0 = add(i, lo); /* 64-bit counter + i: carry into the high word */

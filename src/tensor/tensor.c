@@ -246,11 +246,11 @@ tg_tensor *tg_from_data(const void *data, tg_dtype dtype, const int64_t *shape, 
   if (!data && numel) return tensor_error("from_data: data is NULL");
   POOL_BEGIN;
   uop *b = buffer_new(dtype, shape, ndim);
-  if (b && numel) {
-    memcpy(buffer_data(b), data, (size_t)numel * tg_dtype_size(dtype));
-    if (dtype == TG_BOOL) /* only 0/1 are valid _Bool bytes */
-      for (int64_t i = 0; i < numel; i++) ((unsigned char *)buffer_data(b))[i] = ((const unsigned char *)data)[i] != 0;
-  }
+  unsigned char *bools = dtype == TG_BOOL && numel ? malloc((size_t)numel) : NULL; /* only 0/1 are valid _Bool bytes */
+  for (int64_t i = 0; bools && i < numel; i++) bools[i] = ((const unsigned char *)data)[i] != 0;
+  if (b && dtype == TG_BOOL && numel && !bools) b = NULL, tg_set_error(TG_ERR_NOMEM, "from_data: out of memory");
+  if (b && buffer_copy_in(b, bools ? bools : data, (size_t)numel * tg_dtype_size(dtype)) < 0) b = NULL;
+  free(bools);
   POOL_END(b);
 }
 
@@ -467,8 +467,7 @@ int tg_to_host(tg_tensor *t, void *dst, size_t nbytes) {
   }
   int rc = tg_realize(t);
   if (rc < 0) return rc;
-  if (need) memcpy(dst, buffer_data(tensor_buffer(t)), need);
-  return 0;
+  return buffer_copy_out(tensor_buffer(t), dst, need);
 }
 
 double tg_item(tg_tensor *t) {

@@ -41,15 +41,22 @@ uop *ureduce(uop *x, uop_op op, const int *axes, int naxes); /* keepdim, normali
 /* Compute every root (schedule, then run: src/engine/engine.h); on success out[i] is a new
  * reference to the BUFFER holding roots[i]. */
 int engine_realize(uop **roots, int n, uop **out);
-/* A CPU buffer as a BUFFER uop of the given shape (contents zeroed). */
+/* A buffer on the default device as a BUFFER uop of the given shape (contents zeroed on host
+ * devices). */
 uop *buffer_new(tg_dtype dt, const int64_t *shape, int nd);
 /* The same without memory yet (the engine allocates it when the kernel that writes it runs). */
 uop *buffer_new_lazy(tg_dtype dt, const int64_t *shape, int nd);
 /* Give a buffer its memory (0, or TG_ERR_NOMEM); give it back (to the free-block cache). */
 int buffer_alloc(uop *buf);
 void buffer_drop(uop *buf);
-/* The memory of a buffer (NULL while it has none). */
+/* The memory of a buffer (NULL while it has none): host memory, or on a device with its own
+ * memory (device_is_gpu) that device's handle, to pass to kernels only. */
 void *buffer_data(uop *buf);
+/* Copies between a buffer and host memory (the buffer gets memory first when it has none),
+ * and between two buffers of any devices: 0 or a negative status. */
+int buffer_copy_in(uop *buf, const void *src, size_t bytes);
+int buffer_copy_out(uop *buf, void *dst, size_t bytes);
+int buffer_copy(uop *dst, uop *src, size_t bytes);
 /* The BUFFER holding t's value (its node, or the buffer that node was realized into), or NULL
  * while t is unrealized. */
 uop *tensor_buffer(const tg_tensor *t);
