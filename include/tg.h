@@ -90,7 +90,8 @@ void tg_reset_stats(void);
 /* ----------------------------------------------------------- devices
  * Devices are named as in tinygrad: "CPU" (C compiled by the system compiler), "LLVM" (LLVM IR
  * compiled in process); ":0" may follow. The default device is the one given to
- * tg_set_default_device, else the DEV environment variable, else "CPU". */
+ * tg_set_default_device, else the DEV environment variable, else "LLVM" where libLLVM-14
+ * loads (it compiles fastest), else "CPU". */
 
 /** 1 if the device can be used here (known, and its library or driver present), else 0. */
 int tg_device_available(const char *device);
