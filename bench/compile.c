@@ -25,6 +25,7 @@
 #include "codegen/codegen.h"
 #include "device/device.h"
 #include "nets.h"
+#include "cold.h"
 #include "runtime/helpers.h"
 #include "runtime/threadpool.h"
 
@@ -166,55 +167,6 @@ static double sum(const double *v, int n) {
   return t;
 }
 
-/* ---------------------------------------------------------------- cold start */
-
-static double process_cpu_seconds(void) {
-  struct rusage s, c;
-  getrusage(RUSAGE_SELF, &s), getrusage(RUSAGE_CHILDREN, &c);
-  return (double)(s.ru_utime.tv_sec + s.ru_stime.tv_sec + c.ru_utime.tv_sec + c.ru_stime.tv_sec) +
-         (double)(s.ru_utime.tv_usec + s.ru_stime.tv_usec + c.ru_utime.tv_usec + c.ru_stime.tv_usec) * 1e-6;
-}
-
-/* `--cold DEV BATCH` (a fresh process, an empty TG_CACHE_DIR): the demo net's initialization
- * and first training step on DEV; prints one line. */
-static int cold_child(const char *dev, int64_t batch) {
-  double t0 = tg_now();
-  net_run r;
-  if (tg_set_default_device(dev) < 0 || net_run_init(&r, true, batch) < 0) { printf("COLD error %s\n", tg_last_error()); return 1; }
-  double t1 = tg_now(), c1 = process_cpu_seconds();
-  tg_stats a = tg_get_stats();
-  tg_scope *s = tg_scope_begin();
-  tg_tensor *loss = net_run_loss(&r);
-  int rc = !loss || tg_backward(loss) < 0 || tg_optimizer_step(r.opt, &loss, 1) < 0;
-  tg_scope_end(s);
-  tg_stats b = tg_get_stats();
-  printf("COLD %d %.1f %.1f %.1f %llu %.1f %.1f\n", rc, (t1 - t0) * 1e3, (tg_now() - t1) * 1e3, (process_cpu_seconds() - c1) * 1e3,
-         (unsigned long long)(b.kernels_compiled - a.kernels_compiled), (b.compile_seconds - a.compile_seconds) * 1e3,
-         (b.kernel_seconds - a.kernel_seconds) * 1e3);
-  net_run_free(&r);
-  return rc;
-}
-
-/* Run cold_child in a fresh process with an empty cache directory and print its line. */
-static void cold_start(const char *self, const char *dev, int64_t batch) {
-  char dir[64] = "/tmp/tg-bench-cold-XXXXXX", cmd[1024], line[512];
-  if (!mkdtemp(dir)) return;
-  snprintf(cmd, sizeof cmd, "TG_CACHE_DIR=%s '%s' --cold %s %lld 2>&1", dir, self, dev, (long long)batch);
-  FILE *p = popen(cmd, "r");
-  int rc = 1, n = 0;
-  double init = 0, step = 0, cpu = 0, comp = 0, kern = 0;
-  unsigned long long k = 0;
-  while (p && fgets(line, sizeof line, p))
-    if (sscanf(line, "COLD %d %lf %lf %lf %llu %lf %lf", &rc, &init, &step, &cpu, &k, &comp, &kern) == 7) n = 1;
-    else fputs(line, stderr);
-  if (p) pclose(p);
-  if (n && !rc)
-    printf("%-6s %10.0f %12.0f %12.0f %10llu %12.0f %12.0f\n", dev, init, step, cpu, k, comp, kern);
-  else printf("%-6s failed\n", dev);
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
-}
-
 int main(int argc, char **argv) {
   if (argc > 3 && !strcmp(argv[1], "--cold")) return cold_child(argv[2], atoll(argv[3]));
   int64_t batch = argc > 1 ? atoll(argv[1]) : 512;
@@ -244,8 +196,7 @@ int main(int argc, char **argv) {
            parallel[0].wall_ms, parallel[1].wall_ms, parallel[0].wall_ms / parallel[1].wall_ms);
   printf("opening the device: CPU %.1f ms, LLVM %.1f ms (dlopen libLLVM-14, target, JIT)\n", serial[0].open_ms, serial[1].open_ms);
   printf("\ncold start: a fresh process, empty cache; the net's initialization, then its first training step\n");
-  printf("%-6s %10s %12s %12s %10s %12s %12s\n", "device", "init ms", "1st step ms", "step cpu ms", "compiled", "compile ms",
-         "kernels ms");
+  cold_header();
   for (int d = 0; d < 2; d++) cold_start(argv[0], devs[d], batch);
   for (int i = 0; i < K.n; i++) uop_decref(K.ast[i]);
   return 0;

@@ -8,6 +8,7 @@
  * `--processes P` runs the demo conv net's step in P fresh processes (processes.h): each
  * one's median step, the cores its steps kept busy (CPU time / wall time) and the other
  * processes' share of the machine; PASS when every process is within 15% of the median.
+ * Last, the cold start (cold.h): the first step of a fresh process, empty cache and warm.
  *   build/bench_train_step [BATCH] [STEPS]
  *   build/bench_train_step --processes P [BATCH [STEPS]]   (default P = 10, batch 512, 5 steps) */
 #include <stdio.h>
@@ -18,6 +19,7 @@
 
 #include "nets.h"
 #include "processes.h"
+#include "cold.h"
 
 static double now(void) {
   struct timespec t;
@@ -128,6 +130,7 @@ static int processes(const char *self, int count, int64_t batch, int steps) {
 }
 
 int main(int argc, char **argv) {
+  if (argc > 3 && !strcmp(argv[1], "--cold")) return cold_child(argv[2], atoll(argv[3]));
   if (argc > 1 && (!strcmp(argv[1], "--child") || !strcmp(argv[1], "--processes"))) {
     bool is_child = !strcmp(argv[1], "--child");
     int at = is_child ? 2 : 3, count = !is_child && argc > 2 ? atoi(argv[2]) : 10;
@@ -159,5 +162,11 @@ int main(int argc, char **argv) {
     printf("%-20s %4llu kernels: build %.2f ms, schedule %.2f ms, lower %.2f ms (%.0f us per kernel)\n", rows[i].name,
            (unsigned long long)nlowered[i], lowered[i].build, lowered[i].schedule, lowered[i].lower,
            nlowered[i] ? lowered[i].lower * 1e3 / (double)nlowered[i] : 0.0);
+  printf("\ncold start of the demo step: a fresh process initializes the net and runs its first step, with an\n"
+         "empty kernel cache, then with the cache that run filled (the steady step is the table's first row):\n");
+  cold_header();
+  const char *devs[2] = {"LLVM", "CPU"};
+  for (int d = 0; d < 2; d++)
+    if (tg_device_available(devs[d])) cold_start(argv[0], devs[d], batch);
   return 0;
 }
