@@ -89,6 +89,7 @@ typedef struct kshape {
   int nax;
   opt_action applied[KS_MAX_ACTIONS];
   int napplied;
+  bool scalar; /* no vector lanes: unrolled axes are scalar copies (devices without vector types) */
 } kshape;
 
 /* The state of an unoptimized kernel (one loop per dim of size > 1). */

@@ -247,7 +247,7 @@ static bool pow2_lanes(int64_t n) { return n >= 2 && n <= 16 && (n & (n - 1)) ==
 
 int kshape_lane_axis(const kshape *ks) {
   static _Atomic int enabled = TG_ENV_UNREAD;
-  if (!tg_getenv_cached(&enabled, "VECTORIZE", 1)) return -1;
+  if (ks->scalar || !tg_getenv_cached(&enabled, "VECTORIZE", 1)) return -1;
   int unroll = -1, upcast = -1;
   for (int i = 0; i < ks->nax; i++) {
     const kaxis *x = &ks->ax[i];
@@ -564,12 +564,32 @@ static int64_t tile_budget(const device_caps *caps) {
   return n > 16 ? 16 : n;
 }
 
+/* A device with work-items (max_local_size > 1) runs one per output element, in scalar code.
+ * A reduction whose last two output dims are each read broadcast by some load (a matmul: x is
+ * the same along m, y along n) gets a 4x4 register tile per work-item, each dim tiled only
+ * while 64Ki work-items remain (a device of ~130 cores x 2048 resident threads stays fed).
+ * Workgroups, local memory and split reductions are issue 13's GPU-style codegen. */
+static void optimize_work_items(kshape *ks, const kaccess *acc, int na) {
+  if (ks->nred == 0 || ks->nout < 2) return;
+  int64_t items = 1;
+  for (int d = 0; d < ks->nout; d++) items *= ks->size[d];
+  for (int d = ks->nout - 1; d >= ks->nout - 2; d--)
+    if (ks->size[d] % 4 == 0 && items / 4 >= (1 << 16) && broadcast_along(acc, na, d) &&
+        try_apply(ks, OPT_UPCAST, find_axis(ks, d, AX_GLOBAL), 4))
+      items /= 4;
+}
+
 void kshape_optimize(kshape *ks, uop *ast, const device_caps *caps) {
   if (tg_getenv_int("NOOPT", 0)) return;
   enum { MAXACC = 64 };
   kaccess *acc = malloc(sizeof(kaccess) * MAXACC);
   int na = acc ? kernel_accesses(ast, acc, MAXACC) : -1;
   if (na < 0) { free(acc); tg_clear_error(); return; }
+  if (caps->max_local_size > 1) {
+    optimize_work_items(ks, acc, na);
+    free(acc);
+    return;
+  }
   size_t widest = 1;
   for (int i = 0; i < na; i++)
     if (tg_dtype_size(acc[i].dtype) > widest) widest = tg_dtype_size(acc[i].dtype);

@@ -136,18 +136,24 @@ static int parse_opts(const char *text, kshape *ks) {
 
 /* The shape state a kernel is built with: OPTS, BEAM's cached or searched choice, or the
  * heuristics (NOOPT=1: none). */
+/* The unoptimized state of a kernel for a device: scalar code where it has no vector types. */
+static int shape_init(const device *dev, uop *ast, kshape *ks) {
+  int rc = kshape_init(ks, ast);
+  ks->scalar = device_is_gpu(dev);
+  return rc;
+}
+
 static int choose_opts(const device *dev, uop *ast, kshape *ks) {
-  if (kshape_init(ks, ast) < 0) return TG_ERR_ARG;
-  if (device_is_gpu(dev)) return 0; /* one work-item per output element, until GPU opts exist (issue 13) */
+  if (shape_init(dev, ast, ks) < 0) return TG_ERR_ARG;
   const char *opts = getenv("OPTS");
   if (opts && *opts && parse_opts(opts, ks) == 0) return 0;
-  int beam = tg_getenv_int("BEAM", 0);
+  int beam = device_is_gpu(dev) ? 0 : tg_getenv_int("BEAM", 0); /* BEAM times on host devices only, so far */
   if ((!opts || !*opts) && beam > 0 && !tg_getenv_int("NOOPT", 0) && beam_search(dev, ast, beam, ks) == 0) return 0;
   if ((opts && *opts) || beam > 0) {
     if (tg_debug() >= 1) fprintf(stderr, "opt: falling back to the heuristics: %s\n", tg_last_error());
     tg_clear_error();
   }
-  if (kshape_init(ks, ast) < 0) return TG_ERR_ARG;
+  if (shape_init(dev, ast, ks) < 0) return TG_ERR_ARG;
   kshape_optimize(ks, ast, &dev->caps);
   return 0;
 }
@@ -189,7 +195,7 @@ void program_set_opt_hook(opt_hook_fn fn, void *ctx) {
 
 static program *build_hooked(const device *dev, uop *ast) {
   kshape ks;
-  if (kshape_init(&ks, ast) < 0 || hook.fn(ast, &ks, hook.ctx) < 0) return NULL;
+  if (shape_init(dev, ast, &ks) < 0 || hook.fn(ast, &ks, hook.ctx) < 0) return NULL;
   program *p = program_build(dev, ast, &ks);
   if (p && VEC_PUSH(hook.built, p) < 0) { program_free(p); return NULL; }
   return p;
