@@ -9,11 +9,13 @@
  * one's median step, the cores its steps kept busy (CPU time / wall time) and the other
  * processes' share of the machine; PASS when every process is within 15% of the median.
  * Last, the cold start (cold.h): the first step of a fresh process, empty cache and warm.
+ * PYTHON names the python with PyTorch (default /usr/bin/python3); under DEV=CUDA it runs on the GPU.
  *   build/bench_train_step [BATCH] [STEPS]
  *   build/bench_train_step --processes P [BATCH [STEPS]]   (default P = 10, batch 512, 5 steps) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <tg.h>
 
@@ -83,8 +85,10 @@ static step_time tg_step(bool conv, int64_t batch, int steps) {
 
 static double torch_step_ms(const char *kind, int64_t batch, int steps) {
   char cmd[512];
-  snprintf(cmd, sizeof cmd, "/usr/bin/python3 bench/train_step_torch.py %s %lld %d 2>/dev/null", kind,
-           (long long)batch, steps);
+  const char *py = getenv("PYTHON"), *dev = getenv("DEV");
+  bool cuda = dev && !strncasecmp(dev, "CUDA", 4); /* then PyTorch runs on the same GPU */
+  snprintf(cmd, sizeof cmd, "TORCH_DEVICE=%s %s bench/train_step_torch.py %s %lld %d 2>/dev/null", cuda ? "cuda" : "cpu",
+           py && *py ? py : "/usr/bin/python3", kind, (long long)batch, steps);
   FILE *p = popen(cmd, "r");
   double ms = -1;
   if (p) {

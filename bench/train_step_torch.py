@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Reference for bench/train_step: ms per training step (forward, backward, Adam) in PyTorch.
-usage: train_step_torch.py {conv|mlp} BATCH STEPS  → prints the median ms per step."""
-import sys, time
+usage: train_step_torch.py {conv|mlp} BATCH STEPS  → prints the median ms per step.
+TORCH_DEVICE=cuda runs it on the GPU (bench_train_step sets it under DEV=CUDA)."""
+import os, sys, time
 import torch
 import torch.nn as nn
 
@@ -18,6 +19,8 @@ else:
     model = nn.Sequential(nn.Flatten(), nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10))
     x = torch.rand(batch, 784)
 y = torch.randint(0, 10, (batch,))
+dev = os.environ.get("TORCH_DEVICE", "cpu")
+model, x, y = model.to(dev), x.to(dev), y.to(dev)
 opt = torch.optim.Adam(model.parameters(), lr=1e-3)
 times = []
 for i in range(steps + 2):
