@@ -168,6 +168,28 @@ FX_TESTS(max_pool, MAX_POOL)
 FX_TESTS(avg_pool, AVG_POOL)
 FX_TESTS(max_unpool, MAX_UNPOOL)
 
+/* float16 and bfloat16: every case forward and backward, the inputs rounded to 16 bits and
+ * the sums accumulated in float32 (semantics.md), so results are within a few 16-bit ulps of
+ * the float32 references (a convolution's sum of products: more, by its length). Max pooling's
+ * indices are compared exactly: no case has two window values that round to one float16. */
+static void run_half(bool gradient, tg_dtype as, double conv_tol, double pool_tol) {
+  int ran = 0;
+  for (int i = 0; i < CVFX_NCASES; i++) {
+    const cvfx_case *c = &cvfx_cases[i];
+    if (gradient && !c->grad) continue;
+    double tol = c->op == CVFX_CONV || c->op == CVFX_CONV_T ? conv_tol : pool_tol;
+    if (gradient) fx_gradient(c, as, 2 * tol);
+    else fx_forward(c, as, tol);
+    ran++;
+  }
+  CHECK(ran > 30);
+}
+
+TEST(ops_conv_fx_f16) { run_half(false, TG_FLOAT16, 1e-2, 2e-3); }
+TEST(ops_conv_fx_bf16) { run_half(false, TG_BFLOAT16, 6e-2, 1.6e-2); }
+TEST(ops_conv_grad_f16) { run_half(true, TG_FLOAT16, 1e-2, 2e-3); }
+TEST(ops_conv_grad_bf16) { run_half(true, TG_BFLOAT16, 6e-2, 1.6e-2); }
+
 /* ------------------------------------------------------------ fixed-rank wrappers */
 
 typedef tg_tensor *(*conv_fn)(tg_tensor *, tg_tensor *, tg_tensor *, const int *, const int *, const int *, int);

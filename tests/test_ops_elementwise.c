@@ -283,12 +283,12 @@ FX_GRAD(hardswish, HARDSWISH) FX_GRAD(mish, MISH) FX_GRAD(softsign, SOFTSIGN) FX
 FX_GRAD(quick_gelu, QUICK_GELU) FX_GRAD(softmin, SOFTMIN) FX_GRAD(normalize, NORMALIZE) FX_GRAD(softmax, SOFTMAX)
 FX_GRAD(log_softmax, LOG_SOFTMAX) FX_GRAD(logsumexp, LOGSUMEXP) FX_GRAD(nll_loss, NLL)
 FX_GRAD(sparse_cross_entropy, SPARSE_CE) FX_GRAD(cross_entropy, CE) FX_GRAD(mse_loss, MSE) FX_GRAD(bce_loss, BCE)
-FX_GRAD(bce_with_logits, BCE_LOGITS) FX_GRAD(sum_dtype, SUM_DTYPE) FX(prod_dtype, PROD_DTYPE)
+FX_GRAD(bce_with_logits, BCE_LOGITS) FX_GRAD(sum_dtype, SUM_DTYPE) FX_GRAD(prod_dtype, PROD_DTYPE)
 FX_GRAD(var_mean, VAR_MEAN) FX_GRAD(std_mean, STD_MEAN) FX_GRAD(cumprod, CUMPROD) FX_GRAD(cummax, CUMMAX)
 FX_GRAD(cummin, CUMMIN) FX_GRAD(logcumsumexp, LOGCUMSUMEXP) FX_GRAD(sum, SUM) FX_GRAD(prod, PROD)
-FX_GRAD(max, MAX) FX_GRAD(min, MIN) FX_GRAD(mean, MEAN) FX(any, ANY) FX(all, ALL) FX_GRAD(var, VAR) FX(std, STD)
+FX_GRAD(max, MAX) FX_GRAD(min, MIN) FX_GRAD(mean, MEAN) FX(any, ANY) FX(all, ALL) FX_GRAD(var, VAR) FX_GRAD(std, STD)
 FX(argmax, ARGMAX) FX(argmin, ARGMIN) FX_GRAD(cumsum, CUMSUM) FX(idiv, IDIV) FX(floordiv, FLOORDIV) FX(mod, MOD)
-FX(div, DIV) FX_GRAD(round, ROUND) FX(cast, CAST) FX_GRAD(maximum, MAXIMUM) FX(minimum, MINIMUM) FX(pow, POW)
+FX(div, DIV) FX_GRAD(round, ROUND) FX(cast, CAST) FX_GRAD(maximum, MAXIMUM) FX_GRAD(minimum, MINIMUM) FX(pow, POW)
 FX_GRAD(pow_s, POW_S) FX(add, ADD)
 
 /* ------------------------------------------------------------ behaviour the fixtures cannot show */

@@ -155,21 +155,24 @@ static void fx_forward(const oifx_case *c, tg_dtype as, double tol) {
   tg_scope_end(s);
 }
 
-/* Gradients of sum(out[0] * gout) with respect to the float inputs, in float64 (the references
- * are float64 gradients of the same values). */
-static void fx_gradient(const oifx_case *c) {
+/* Gradients of sum(out[0] * gout) with respect to the float inputs, computed in `as` (the
+ * references are float64 gradients of the same values). */
+static void fx_gradient(const oifx_case *c, tg_dtype as, double tol) {
   tg_scope *s = tg_scope_begin();
   tg_tensor *in[OIFX_NIN], *xs[OIFX_NIN], *grads[OIFX_NIN], *out[3] = {0};
   int which[OIFX_NIN], n = 0;
   for (int i = 0; i < OIFX_NIN; i++) {
-    in[i] = fx_tensor(&c->in[i], TG_FLOAT64);
+    in[i] = fx_tensor(&c->in[i], as);
     if (c->grad[i].data) which[n] = i, xs[n++] = in[i];
   }
   runners[c->op](c, in, out);
-  tg_tensor *loss = tg_sum(tg_mul(out[0], fx_tensor(&c->gout, TG_FLOAT64)), NULL, 0, false);
+  tg_tensor *loss = tg_sum(tg_mul(out[0], fx_tensor(&c->gout, as)), NULL, 0, false);
   CHECK(n > 0);
   CHECK(tg_gradient(loss, xs, n, grads) == 0);
-  for (int i = 0; i < n; i++) check_values("grad", c->name, grads[i], &c->grad[which[i]], 1e-9);
+  for (int i = 0; i < n; i++) {
+    CHECK(tg_get_dtype(grads[i]) == as);
+    check_values("grad", c->name, grads[i], &c->grad[which[i]], tol);
+  }
   tg_scope_end(s);
 }
 
@@ -179,7 +182,7 @@ static void run_fixtures(int op, bool gradient) {
     const oifx_case *c = &oifx_cases[i];
     if (c->op != op || (gradient && !c->gout.data)) continue;
     ran++;
-    if (gradient) fx_gradient(c);
+    if (gradient) fx_gradient(c, TG_FLOAT64, 1e-9);
     else fx_forward(c, TG_DTYPE_COUNT, c->tol);
   }
   CHECK(ran > 0);
@@ -217,6 +220,19 @@ FX_TESTS(interpolate, INTERPOLATE)
 
 /* ------------------------------------------------------------ more dtypes */
 
+/* Every gradient case again in float32 (the fixture tests above differentiate in float64): the
+ * gradients of views, selections, the sort network, einsum and interpolate in the dtype models
+ * train in, within float32 rounding of PyTorch's float64 gradients. */
+TEST(oi_grad_float32_all_cases) {
+  int ran = 0;
+  for (int i = 0; i < OIFX_NCASES; i++) {
+    const oifx_case *c = &oifx_cases[i];
+    if (!c->gout.data) continue;
+    fx_gradient(c, TG_FLOAT32, 2e-5), ran++;
+  }
+  CHECK(ran > 50);
+}
+
 /* Movement and selection copy values: in float16 and bfloat16 they give the fixtures' values
  * rounded to those types (tolerance: a half ulp of 16-bit floats). Interpolate, einsum and
  * scatter_reduce computed in float64 agree with PyTorch's float32 results to float32
@@ -241,6 +257,24 @@ TEST(oi_movement_half_and_f64) {
     }
   }
   CHECK(ran == (int)(sizeof copy_ops / sizeof copy_ops[0]) + 3);
+}
+
+/* The ops that compute (interpolation weights, einsum's contractions, scatter_reduce, a masked
+ * fill) in float16 and bfloat16, every float32 case: the inputs rounded to 16 bits, the work
+ * done in float32 and rounded once (semantics.md), so the results are within a few 16-bit ulps
+ * of PyTorch's float32 results (einsum's sums of products: more). */
+TEST(oi_compute_ops_half) {
+  static const int ops[] = {OIFX_INTERPOLATE, OIFX_EINSUM, OIFX_SCATTER_REDUCE, OIFX_MASKED_FILL};
+  int ran = 0;
+  for (int i = 0; i < OIFX_NCASES; i++) {
+    const oifx_case *c = &oifx_cases[i];
+    bool take = false;
+    for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++) take |= c->op == ops[k];
+    if (!take || c->in[0].dtype != TG_FLOAT32) continue;
+    double scale = c->op == OIFX_EINSUM ? 4 : 1;
+    fx_forward(c, TG_FLOAT16, 4e-3 * scale), fx_forward(c, TG_BFLOAT16, 2e-2 * scale), ran++;
+  }
+  CHECK(ran > 40);
 }
 
 /* ------------------------------------------------------------ against naive loops */
@@ -445,7 +479,9 @@ TEST(oi_err_movement) {
   CHECK(failed(tg_unfold(x, 1, 4, 1), "unfold: windows of 4"));
   CHECK(failed(tg_unfold(x, 1, 2, 0), "unfold"));
   CHECK(failed(tg_unfold(x, 1, -1, 1), "unfold"));
-  CHECK(failed(tg_unfold(tg_scalar(1, TG_FLOAT32), 0, 1, 1), "unfold: axis 0"));
+  CHECK(failed(tg_unfold(tg_scalar(1, TG_FLOAT32), 0, 2, 1), "unfold: windows of 2 every 1 do not fit a 0-d tensor"));
+  CHECK(failed(tg_unfold(tg_scalar(1, TG_FLOAT32), -1, 1, 0), "need 0 <= size <= 1, step >= 1"));
+  CHECK(failed(tg_unfold(tg_scalar(1, TG_FLOAT32), 1, 1, 1), "unfold: axis 1"));
   CHECK(failed(tg_unflatten(x, 1, (int64_t[]){2, 2}, 2), "do not make axis 1"));
   CHECK(failed(tg_unflatten(x, 1, (int64_t[]){-1, -1}, 2), "one -1"));
   CHECK(failed(tg_unflatten(x, 1, (int64_t[]){3}, 0), "unflatten"));

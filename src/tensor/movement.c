@@ -654,10 +654,22 @@ static tg_tensor *windows_axis(tg_tensor *t, int axis, int64_t size, int64_t ste
   return x ? tg_transpose(x, axis, axis + 1) : NULL;
 }
 
+/* A 0-d tensor has one element on axis 0 (PyTorch): windows of 0 or 1 of it, shape (size,). */
+static tg_tensor *unfold_scalar(tg_tensor *t, int64_t size, int64_t step) {
+  if (size < 0 || size > 1 || step < 1)
+    return tensor_error("unfold: windows of %lld every %lld do not fit a 0-d tensor (need 0 <= size <= 1, step >= 1)",
+                        (long long)size, (long long)step);
+  tg_scope *s = tg_scope_begin();
+  tg_tensor *r = tg_keep(tg_shrink(tg_reshape(t, (const int64_t[]){1}, 1), (const int64_t[]){0}, (const int64_t[]){size}));
+  tg_scope_end(s);
+  return r;
+}
+
 tg_tensor *tg_unfold(tg_tensor *t, int axis, int64_t size, int64_t step) {
   if (!t) return null_arg("unfold");
   int nd = tg_ndim(t);
-  if (!normalize_axis("unfold", &axis, nd, AXIS_OF)) return NULL;
+  if (!normalize_axis("unfold", &axis, nd, AXIS_OF_SCALAR)) return NULL;
+  if (nd == 0) return unfold_scalar(t, size, step);
   int64_t n = uop_shape(t->u)[axis], out[TG_MAX_DIMS + 1];
   char b[256];
   if (size < 0 || size > n || step < 1)
