@@ -12,7 +12,7 @@
 #include "runtime/helpers.h"
 
 /* Every device tg knows, in the order `DEV` names them. */
-static device *const devices[] = {&cpu_device, &llvm_device, &cl_device};
+static device *const devices[] = {&cpu_device, &llvm_device, &cl_device, &cuda_device};
 enum { NDEVICES = sizeof devices / sizeof devices[0] };
 
 static struct {

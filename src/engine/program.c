@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "codegen/codegen.h"
+#include "device/cuda.h"
 #include "device/device.h"
 #include "runtime/helpers.h"
 #include "runtime/profile.h"
@@ -84,6 +85,8 @@ program *program_build(const device *dev, uop *ast, const kshape *ks) {
   for (int s = 0; s < p->nstages && device_is_gpu(dev); s++) p->stage[s].parallel = lin_work_items(&lin[s]);
   p->src = dev->render(lin, p->nstages, name_ptrs);
   if (!p->src) { if (!tg_last_error()[0]) tg_set_error(TG_ERR_NOMEM, "render: out of memory"); goto fail; }
+  /* TG_CUDA_CHECK=1: NVRTC must also accept a GPU-style program as CUDA C (issue 14) */
+  if (device_is_gpu(dev) && cuda_offline_check(lin, p->nstages, name_ptrs) < 0) goto fail;
   if (tg_debug() >= 4) fprintf(stderr, "%s\n", p->src);
   uint64_t key = hash_bytes(p->src, strlen(p->src), 7) | 1;
   void *fns[2] = {0};
