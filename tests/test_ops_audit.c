@@ -158,6 +158,19 @@ TEST(oa_hardsigmoid_f64_slope) {
   tg_scope_end(s);
 }
 
+/* sigmoid and tanh at ±inf (issue 12, item 2: large inputs gave NaN): 1, 0 and ±1, gradient 0,
+ * as PyTorch (torch.sigmoid(tensor([inf, -inf])) = [1, 0], its gradient [0, 0]). The fixtures
+ * sigmoid_large_* and tanh_large check ±1e30 and the 16-bit dtypes. */
+TEST(oa_sigmoid_tanh_infinite) {
+  tg_scope *s = tg_scope_begin();
+  tg_tensor *x = f32v((const float[]){INFINITY, -INFINITY, 1e30f, -1e30f}, 4), *g = NULL;
+  tg_tensor *sg = tg_sigmoid(x), *th = tg_tanh(x);
+  CHECK(VEC_IS(sg, TG_FLOAT32, 4, 1, 0, 1, 0) && VEC_IS(th, TG_FLOAT32, 4, 1, -1, 1, -1));
+  CHECK(tg_gradient(tg_sum(tg_add(sg, th), NULL, 0, false), &x, 1, &g) == 0);
+  CHECK(VEC_IS(g, TG_FLOAT32, 4, 0, 0, 0, 0));
+  tg_scope_end(s);
+}
+
 /* ------------------------------------------------------------ argument errors nothing else checks */
 
 /* r is NULL with TG_ERR_ARG and a message containing frag. */
