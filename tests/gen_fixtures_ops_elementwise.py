@@ -675,6 +675,14 @@ for axis in (0, -1):
          ip=[axis, 1])
 
 
+# the kinks (item 2) in float64 and float16: PyTorch's gradients at 0 and at the clamp bounds
+for dt, tol in (("float64", 1e-12), ("float16", 2e-3)):
+    case(f"abs_kink_{dt}", "ABS", [In(kx, dt)], torch.abs, tol=tol)
+    case(f"relu_kink_{dt}", "RELU", [In(kx, dt)], torch.relu, tol=tol)
+    case(f"sign_zero_grad_{dt}", "SIGN", [In(kx, dt)], torch.sign, tol=tol)
+    case(f"clip_bounds_{dt}", "CLIP", [In(kx, dt)], lambda x: torch.clamp(x, -1.0, 1.0), fp=[-1.0, 1.0], tol=tol)
+
+
 # ------------------------------------------------------------------ writing
 OPS = []
 for c in cases:
