@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include "harness.h"
+#include "device/device.h"
 
 #define TOL 1e-5
 
@@ -626,6 +627,7 @@ static void ref_matmul(const float *a, const float *w, double *y, int nb, int n,
  * panels of whole vector rows (src/tensor/reduce.c, pack_width): 2 kernels, same values as
  * a naive loop, and the gradients (through the packed copy) match the hand-derived sums. */
 TEST(sched_large_matmul_packs_right_operand) {
+  if (device_default() && device_is_gpu(device_default())) SKIP("matmul packing is for vector lanes: off on %s", device_default()->name);
   tg_scope *s = tg_scope_begin();
   enum { NB = 2, N = 64, K = 512, M = 512 };
   float *ad = malloc(sizeof(float) * NB * N * K), *wd = malloc(sizeof(float) * K * M);
@@ -661,6 +663,7 @@ TEST(sched_large_matmul_packs_right_operand) {
  * the product stored whole and the padding cut off (3 kernels: pack, product, the slice's
  * copy when realized). */
 TEST(sched_large_matmul_pads_partial_panel) {
+  if (device_default() && device_is_gpu(device_default())) SKIP("matmul packing is for vector lanes: off on %s", device_default()->name);
   tg_scope *s = tg_scope_begin();
   enum { N = 64, K = 512, M = 516 };
   float *ad = malloc(sizeof(float) * N * K), *wd = malloc(sizeof(float) * K * M), *out = malloc(sizeof(float) * N * M);

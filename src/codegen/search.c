@@ -272,6 +272,8 @@ static int run_search(search *s, int width, kshape *best) {
 }
 
 int beam_search(const device *dev, uop *ast, int width, kshape *best) {
+  /* candidates are timed on host scratch buffers: not on devices with their own memory yet */
+  if (device_is_gpu(dev)) return tg_set_error(TG_ERR_ARG, "BEAM: not on %s yet (host devices only)", dev->name);
   char name[64];
   cache_name(dev, ast, name, sizeof name);
   if (cache_load(name, ast, best)) { tg_beam_cache_hits++; return 0; }
