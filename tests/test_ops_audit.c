@@ -144,6 +144,68 @@ TEST(oa_sort_topk_nan_and_signed_zero) {
   tg_scope_end(s);
 }
 
+/* The packed network (src/tensor/index.c) against a stable insertion sort in C, for every key
+ * dtype it takes, ascending and descending: 37 elements (padded to 64) drawn from a few values
+ * with many ties, the extremes of each dtype (INT32_MIN and INT32_MAX next to the padding),
+ * ±inf, NaN of both signs and ±0.0 (each keeps its sign; NaN sorts above +inf). Then the
+ * gradient of sum(values * w) in float16 (the gradient's bits ride in the packed int64). */
+static double sort_rank(double v) { return isnan(v) ? INFINITY : v; } /* NaN above +inf (ties with it broken below) */
+static bool sorts_before(double a, double b, bool desc) {
+  if (isnan(a) != isnan(b)) return desc ? isnan(a) : isnan(b);
+  if (isnan(a)) return false;
+  return desc ? sort_rank(a) > sort_rank(b) : sort_rank(a) < sort_rank(b);
+}
+
+TEST(oa_sort_packed_dtypes_against_insertion_sort) {
+  enum { N = 37 };
+  static const tg_dtype dts[] = {TG_BOOL, TG_INT8, TG_UINT8, TG_INT16, TG_UINT16, TG_INT32, TG_FLOAT16, TG_BFLOAT16, TG_FLOAT32};
+  const double ints[] = {3, -2, 0, 7, -2, 3, 127, -128, 5}, i32[] = {INT32_MIN, INT32_MAX, 0, -1, 5},
+               floats[] = {1.5, -0.0, 0.0, INFINITY, -INFINITY, NAN, -NAN, -2.25, 1.5};
+  tg_scope *s = tg_scope_begin();
+  for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++) {
+    for (int desc = 0; desc < 2; desc++) {
+      tg_dtype dt = dts[d];
+      double x[N], got[N];
+      int64_t ref[N], ix[N];
+      for (int i = 0; i < N; i++) {
+        int r = (i * 7 + 3) % 9;
+        x[i] = tg_dtype_is_float(dt) ? floats[r] : dt == TG_INT32 ? i32[r % 5] : dt == TG_BOOL ? r % 2 : ints[r];
+        if (dt == TG_UINT8 || dt == TG_UINT16) x[i] = fabs(x[i]);
+      }
+      for (int i = 0; i < N; i++) { /* stable insertion sort of the positions */
+        int j = i;
+        for (; j > 0 && sorts_before(x[i], x[ref[j - 1]], desc); j--) ref[j] = ref[j - 1];
+        ref[j] = i;
+      }
+      tg_tensor *t = tg_cast(tg_from_data(x, TG_FLOAT64, (const int64_t[]){N}, 1), dt), *v = NULL, *ti = NULL;
+      CHECK(tg_sort(t, 0, desc, &v, &ti) == 0 && tg_get_dtype(v) == dt);
+      CHECK(tg_to_host(tg_cast(v, TG_FLOAT64), got, sizeof got) == 0 && tg_to_host(ti, ix, sizeof ix) == 0);
+      int bad = 0;
+      for (int i = 0; i < N; i++) {
+        double want = x[ref[i]];
+        bool same = (isnan(want) ? isnan(got[i]) : got[i] == want) && signbit(got[i]) == signbit(want);
+        bad += ix[i] != ref[i] || !same;
+      }
+      if (bad) printf("  %s %s: %d of %d differ\n", tg_dtype_name(dt), desc ? "descending" : "ascending", bad, N);
+      CHECK(bad == 0);
+    }
+  }
+  /* float16 gradient: w[j] lands at the position value j came from */
+  float xv[N], wv[N];
+  for (int i = 0; i < N; i++) xv[i] = (float)((i * 11) % 13) - 6.0f, wv[i] = (float)i / 8.0f;
+  tg_tensor *x16 = tg_cast(tg_from_data(xv, TG_FLOAT32, (const int64_t[]){N}, 1), TG_FLOAT16), *v = NULL, *ti = NULL, *g = NULL;
+  CHECK(tg_sort(x16, 0, true, &v, &ti) == 0);
+  tg_tensor *w16 = tg_cast(tg_from_data(wv, TG_FLOAT32, (const int64_t[]){N}, 1), TG_FLOAT16);
+  CHECK(tg_gradient(tg_sum(tg_mul(v, w16), NULL, 0, false), &x16, 1, &g) == 0 && tg_get_dtype(g) == TG_FLOAT16);
+  double gv[N];
+  int64_t iv[N];
+  CHECK(tg_to_host(tg_cast(g, TG_FLOAT64), gv, sizeof gv) == 0 && tg_to_host(ti, iv, sizeof iv) == 0);
+  int bad = 0;
+  for (int j = 0; j < N; j++) bad += gv[iv[j]] != (double)wv[j];
+  CHECK(bad == 0);
+  tg_scope_end(s);
+}
+
 /* ------------------------------------------------------------ a documented difference */
 
 /* hardsigmoid's slope is exactly 1/6 inside (-3, 3) in float64 (PyTorch 1.13's float64 backward

@@ -3,7 +3,8 @@
  * a tensor), which read their input on the host. Every selection is a comparison mask against
  * an iota and a masked reduction: no data-dependent loads, so an out-of-range index selects
  * nothing, and gradients come from the primitive rules (WHERE, REDUCE_AXIS, EXPAND). Sorting
- * (sort, argsort, topk) is a bitonic network of views and wheres, at the end. */
+ * (sort, argsort, topk) is a bitonic network of views and wheres, at the end: keys of up to 32
+ * bits packed with their positions into one int64 (one kernel a step), others carried apart. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -531,6 +532,118 @@ static void bitonic_sort(tg_tensor *key, tg_tensor *payload, bool desc, bool dis
   c[SORT_KEY] = c[SORT_KEY] ? tg_cast(c[SORT_KEY], dt) : NULL;
 }
 
+/* ---- the packed network: one int64 per element, one kernel per step
+ * A key of at most 32 bits becomes an int32 in sort order (floats: NaN made the positive quiet
+ * NaN and -0.0 made +0.0, so that they tie like PyTorch's, then the bits with the negatives'
+ * magnitude flipped; descending: its bitwise not), packed over 32 low bits into one int64: the
+ * position times 2 plus a flag for -0.0 and negative NaNs (restored after), or, for the
+ * backward's distinct keys, the bits of the payload. A compare-exchange is then a comparison and
+ * a where on one tensor: one kernel per step, where the general network needs three (the
+ * exchange decisions, the values, the positions). */
+
+static const bool packed_key_dtype[TG_DTYPE_COUNT] = {
+    [TG_BOOL] = true,  [TG_INT8] = true,    [TG_UINT8] = true,     [TG_INT16] = true,   [TG_UINT16] = true,
+    [TG_INT32] = true, [TG_FLOAT16] = true, [TG_BFLOAT16] = true, [TG_FLOAT32] = true,
+};
+/* the unsigned type a payload's bits travel as, by its size */
+static const tg_dtype payload_bits[5] = {[2] = TG_UINT16, [4] = TG_UINT32};
+
+static bool packable(tg_tensor *key, tg_tensor *payload, bool distinct, int64_t n2) {
+  tg_dtype kd = tg_get_dtype(key);
+  if (n2 > INT64_C(1) << 31) return false; /* position * 2 + flag in 32 bits */
+  if (!packed_key_dtype[kd] && !(distinct && kd == TG_INT64)) return false; /* distinct int64: positions < n2 */
+  if (!payload) return true;
+  size_t sz = tg_dtype_size(tg_get_dtype(payload));
+  return distinct && tg_dtype_is_float(tg_get_dtype(payload)) && sz <= 4 && payload_bits[sz] != TG_BOOL; /* listed */
+}
+
+/* float32 bits b as an int32 in the floats' order, and back (an involution): a negative
+ * float's magnitude bits flipped, so that a larger magnitude is a smaller int. */
+static tg_tensor *flip_negatives(tg_tensor *b) {
+  return tg_where(tg_lt(b, const_like(b, 0, TG_INT32)), tg_bitwise_xor(b, const_like(b, INT32_MAX, TG_INT32)), b);
+}
+
+/* The key as an int32 in ascending sort order; *neg marks -0.0 and negative NaNs (floats). */
+static tg_tensor *order_key(tg_tensor *key, bool desc, tg_tensor **neg) {
+  tg_tensor *k;
+  *neg = NULL;
+  if (tg_dtype_is_float(tg_get_dtype(key))) {
+    tg_tensor *f = tg_cast(key, TG_FLOAT32), *raw = tg_bitcast(f, TG_INT32);
+    tg_tensor *nan = tg_isnan(f), *zero = tg_eq(f, const_like(f, 0, TG_FLOAT32));
+    *neg = tg_logical_and(tg_logical_or(nan, zero), tg_lt(raw, const_like(raw, 0, TG_INT32)));
+    tg_tensor *canon = tg_where(nan, const_like(f, NAN, TG_FLOAT32), tg_where(zero, const_like(f, 0, TG_FLOAT32), f));
+    k = flip_negatives(tg_bitcast(canon, TG_INT32));
+  } else {
+    k = tg_cast(key, TG_INT32);
+  }
+  return desc ? tg_bitwise_not(k) : k;
+}
+
+/* order_key's inverse: the values of dtype dt (neg: negate, restoring -0.0's sign). */
+static tg_tensor *unorder_key(tg_tensor *k, tg_dtype dt, bool desc, tg_tensor *neg) {
+  if (desc) k = tg_bitwise_not(k);
+  if (!tg_dtype_is_float(dt)) return tg_cast(k, dt);
+  tg_tensor *f = tg_bitcast(flip_negatives(k), TG_FLOAT32);
+  return tg_cast(tg_where(neg, tg_neg(f), f), dt);
+}
+
+/* true on index 0 and false on index 1 of `axis` (size 2) of r's shape: a literal pattern. */
+static tg_tensor *first_of_pair(tg_tensor *r, int axis) {
+  int64_t pb[TG_MAX_DIMS + 4] = {0}, pe[TG_MAX_DIMS + 4] = {0};
+  pe[axis] = 1;
+  return tg_pad(const_like(axis_range(r, axis, 0, 1), 1, TG_BOOL), pb, pe, 0);
+}
+
+/* One step on the packed (.., n2): the pairs as in bitonic_step; the lower slot of an
+ * ascending block (the upper of a descending one) takes the pair's minimum. */
+static tg_tensor *packed_step(tg_tensor *p, int64_t n2, int64_t k, int64_t j) {
+  int nd = tg_ndim(p), lead = nd - 1, pa, da = -1, rn;
+  int64_t sh[TG_MAX_DIMS + 4];
+  memcpy(sh, uop_shape(p->u), sizeof(int64_t) * (size_t)lead);
+  if (k < n2) { /* (.., n2/2k, 2 direction, k/2j, 2 partner, j) */
+    int64_t s5[5] = {n2 / (2 * k), 2, k / (2 * j), 2, j};
+    memcpy(sh + lead, s5, sizeof s5), da = lead + 1, pa = lead + 3, rn = lead + 5;
+  } else {
+    int64_t s3[3] = {n2 / (2 * j), 2, j};
+    memcpy(sh + lead, s3, sizeof s3), pa = lead + 1, rn = lead + 3;
+  }
+  tg_tensor *r = tg_reshape(p, sh, rn), *partner = tg_flip(r, &pa, 1);
+  tg_tensor *take_min = first_of_pair(r, pa);
+  if (da >= 0) take_min = tg_eq(take_min, first_of_pair(r, da));
+  tg_tensor *out = tg_where(tg_eq(tg_lt(r, partner), take_min), r, partner);
+  return tg_contiguous(tg_reshape(out, uop_shape(p->u), nd));
+}
+
+/* Sort key (.., n) on the packed network: the sorted payload (NULL: the sorted key) and, if
+ * sigma, the source positions (for a payload: a second, lazy network that nothing computes
+ * unless it is read, by a second derivative). */
+static tg_tensor *packed_sort(tg_tensor *key, tg_tensor *payload, bool desc, bool distinct, tg_tensor **sigma) {
+  int nd = tg_ndim(key);
+  int64_t n = uop_shape(key->u)[nd - 1], n2 = 1, pb[TG_MAX_DIMS] = {0}, pa[TG_MAX_DIMS] = {0};
+  while (n2 < n) n2 *= 2;
+  pa[nd - 1] = n2 - n; /* padding: the largest key, positions n.. after every real one */
+  tg_tensor *neg = NULL, *k = tg_pad(order_key(key, desc, &neg), pb, pa, INT32_MAX), *low;
+  tg_dtype bits = payload ? payload_bits[tg_dtype_size(tg_get_dtype(payload))] : TG_INT64;
+  if (payload) {
+    low = tg_pad(tg_cast(tg_bitcast(payload, bits), TG_INT64), pb, pa, 0);
+  } else {
+    low = tg_shl(axis_iota(n2, nd - 1, nd, TG_INT64), 1);
+    if (neg) low = tg_add(low, tg_pad(tg_cast(neg, TG_INT64), pb, pa, 0));
+  }
+  tg_tensor *p = tg_add(tg_shl(tg_cast(k, TG_INT64), 32), low);
+  for (int64_t m = 2; p && m <= n2; m *= 2)
+    for (int64_t j = m / 2; p && j >= 1; j /= 2) p = packed_step(p, n2, m, j);
+  p = axis_range(p, nd - 1, 0, n);
+  low = tg_bitwise_and(p, const_like(p, 4294967295.0, TG_INT64));
+  if (payload) {
+    if (sigma) packed_sort(key, NULL, desc, distinct, sigma);
+    return tg_bitcast(tg_cast(low, bits), tg_get_dtype(payload));
+  }
+  if (sigma) *sigma = tg_shr(low, 1);
+  tg_tensor *flag = neg ? tg_cast(tg_bitwise_and(low, const_like(low, 1, TG_INT64)), TG_BOOL) : NULL;
+  return unorder_key(tg_cast(tg_shr(p, 32), TG_INT32), tg_get_dtype(key), desc, flag);
+}
+
 static tg_tensor *reorder_by_key(tg_tensor *key, tg_tensor *payload, bool desc, bool distinct, tg_tensor **sigma);
 
 /* GRADFN rule of a reordering u = GRADFN(out, payload, sigma), out[j] = payload[sigma[j]]: the
@@ -564,7 +677,14 @@ static tg_tensor *reorder_by_key(tg_tensor *key, tg_tensor *payload, bool desc, 
   if (!key || (payload && uop_ndim(payload->u) != uop_ndim(key->u))) return NULL;
   int nd = tg_ndim(key);
   tg_tensor *c[SORT_CARRIED] = {0}, *src = payload ? payload : key;
-  if (uop_shape(key->u)[nd - 1] > 1) bitonic_sort(key, payload, desc, distinct, c);
+  int64_t n = uop_shape(key->u)[nd - 1], n2 = 1;
+  while (n2 < n) n2 *= 2;
+  if (n > 1 && packable(key, payload, distinct, n2)) {
+    tg_tensor *ix = NULL, *r = packed_sort(key, payload, desc, distinct, &ix);
+    if (sigma) *sigma = ix;
+    return with_reorder_grad(r, src, ix);
+  }
+  if (n > 1) bitonic_sort(key, payload, desc, distinct, c);
   else c[SORT_KEY] = key, c[SORT_INDEX] = const_like(key, 0, TG_INT64), c[SORT_PAYLOAD] = payload;
   if (sigma) *sigma = c[SORT_INDEX];
   return with_reorder_grad(payload ? c[SORT_PAYLOAD] : c[SORT_KEY], src, c[SORT_INDEX]);
