@@ -260,5 +260,9 @@ TEST(oa_err_arguments) {
   CHECK(refused(tg_lerp_s(tg_zeros((const int64_t[]){2}, 1, TG_INT32), tg_zeros((const int64_t[]){2}, 1, TG_INT32), 0.5),
                 "lerp"));
   CHECK(refused(tg_index_select(x, 1, tg_zeros((const int64_t[]){2}, 1, TG_FLOAT32)), "index_select: index must be an integer"));
+  /* the class losses take (N, C) only (nn.md): PyTorch's (N, C, d) form is refused by name */
+  tg_tensor *x3 = tg_zeros((const int64_t[]){2, 3, 4}, 3, TG_FLOAT32), *l2 = tg_zeros((const int64_t[]){2, 4}, 2, TG_INT64);
+  CHECK(refused(tg_nll_loss_ex(x3, l2, NULL, -100, TG_REDUCTION_MEAN), "nll_loss: log_probs must be (N, C), got (2, 3, 4)"));
+  CHECK(refused(tg_sparse_cross_entropy_ex(x3, l2, NULL, -100, 0, TG_REDUCTION_NONE), "sparse_cross_entropy: logits must be (N, C)"));
   tg_scope_end(s);
 }
