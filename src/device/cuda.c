@@ -78,7 +78,11 @@ enum {
   X(CUresult, cuModuleUnload, (void *))                                                          \
   X(CUresult, cuModuleGetFunction, (void **, void *, const char *))                              \
   X(CUresult, cuFuncGetAttribute, (int *, int, void *))                                          \
-  X(CUresult, cuLaunchKernel, (void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void *, void **, void **))
+  X(CUresult, cuLaunchKernel, (void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void *, void **, void **)) \
+  X(CUresult, cuEventCreate, (void **, unsigned))                                                \
+  X(CUresult, cuEventRecord, (void *, void *))                                                   \
+  X(CUresult, cuEventElapsedTime, (float *, void *, void *))                                     \
+  X(CUresult, cuEventDestroy_v2, (void *))
 
 /* The NVRTC functions used (nvrtcProgram is a pointer; nvrtcResult 0 is success). */
 #define NVRTC_API(X)                                                                             \
@@ -494,10 +498,21 @@ static int cuda_compile(const char *src, const char *const *names, int n, void *
 
 /* ---------------------------------------------------------------- launching */
 
-/* Launch and wait; under D.lock. */
-static CUresult run_locked(void *fn, unsigned grid, unsigned block, void **params) {
+/* Launch and wait; under D.lock. DEBUG >= 2: the kernel's time on the GPU, from two events
+ * around it on the default stream. */
+static CUresult run_locked(const kernel_rec *k, void *fn, unsigned grid, unsigned block, void **params) {
+  void *ev[2] = {NULL, NULL};
+  bool timed = tg_debug() >= 2 && D.f.cuEventCreate(&ev[0], 0) == 0 && D.f.cuEventCreate(&ev[1], 0) == 0;
+  if (timed) D.f.cuEventRecord(ev[0], NULL);
   CUresult r = D.f.cuLaunchKernel(fn, grid, 1, 1, block, 1, 1, 0, NULL, params, NULL);
-  return r == 0 ? D.f.cuCtxSynchronize() : r;
+  if (timed && r == 0) D.f.cuEventRecord(ev[1], NULL);
+  if (r == 0) r = D.f.cuCtxSynchronize();
+  float ms = 0;
+  if (timed && r == 0 && D.f.cuEventElapsedTime(&ms, ev[0], ev[1]) == 0)
+    fprintf(stderr, "cuda %-32s %9.3f ms on the GPU, %u blocks of %u\n", k ? k->name : "?", ms, grid, block);
+  for (int i = 0; i < 2; i++)
+    if (ev[i]) D.f.cuEventDestroy_v2(ev[i]);
+  return r;
 }
 
 /* n work-items in blocks of min(n, 256, the kernel's limit); kernelParams: &n, then a pointer
@@ -514,7 +529,7 @@ static int cuda_launch(kernel_fn fn, void **args, int nargs, long long n) {
   long long block = k && k->max_threads < BLOCK ? k->max_threads : BLOCK;
   block = n < block ? n : block;
   long long grid = (n + block - 1) / block;
-  CUresult r = grid <= (D.max_grid > 0 ? D.max_grid : INT_MAX) ? run_locked(f, (unsigned)grid, (unsigned)block, params) : -1;
+  CUresult r = grid <= (D.max_grid > 0 ? D.max_grid : INT_MAX) ? run_locked(k, f, (unsigned)grid, (unsigned)block, params) : -1;
   pthread_mutex_unlock(&D.lock);
   const char *name = k ? k->name : "?";
   if (r == -1) return tg_set_error(TG_ERR_DEVICE, "CUDA: kernel %s: %lld work-items need %lld blocks, more than %s allows", name, n, grid, D.name);
