@@ -132,9 +132,13 @@ TEST(cl_no_platform_is_unavailable) {
   CHECK(make_temp_dir(dir, sizeof dir));
   snprintf(env, sizeof env, "OCL_ICD_VENDORS=%s DEV=CL", dir);
   CHECK(harness_run_child("cl_no_platform_child", env, out, sizeof out) == 0);
-  CHECK(strstr(out, "available=0") != NULL);
-  CHECK(strstr(out, "rc=-4") && strstr(out, "device CL is not available here: CL: "));
-  CHECK(strstr(out, "no OpenCL platform") || strstr(out, "libOpenCL.so.1 not found"));
+  if (strstr(out, "available=1")) { /* a vendor's own loader (NVIDIA's) may not read OCL_ICD_VENDORS */
+    printf("  note: this OpenCL loader ignores OCL_ICD_VENDORS: no-platform case not checked here\n");
+  } else {
+    CHECK(strstr(out, "available=0") != NULL);
+    CHECK(strstr(out, "rc=-4") && strstr(out, "device CL is not available here: CL: "));
+    CHECK(strstr(out, "no OpenCL platform") || strstr(out, "libOpenCL.so.1 not found"));
+  }
   remove_tree(dir);
   snprintf(env, sizeof env, "CL_DEVICE=99 DEV=CL"); /* a device that does not exist */
   CHECK(harness_run_child("cl_no_platform_child", env, out, sizeof out) == 0);
@@ -310,12 +314,11 @@ TEST(cl_elementwise_matches_c) {
   tg_tensor *z = tg_relu(tg_add_s(tg_mul(tx, ty), 0.25)); /* y broadcast over the rows */
   CHECK(z && !strcmp(tg_device_of(z), "CL"));
   CHECK(read_floats(z, out, R * C) == 0);
-  int bad = 0;
+  int bad = 0; /* exact, with or without the multiply-add fused (C and OpenCL both allow it) */
   for (int i = 0; i < R; i++)
     for (int j = 0; j < C; j++) {
-      float want = x[i * C + j] * y[j] + 0.25f;
-      want = want > 0 ? want : 0;
-      bad += out[i * C + j] != want;
+      float want = x[i * C + j] * y[j] + 0.25f, fused = fmaf(x[i * C + j], y[j], 0.25f);
+      bad += out[i * C + j] != (want > 0 ? want : 0) && out[i * C + j] != (fused > 0 ? fused : 0);
     }
   CHECK(bad == 0);
   int32_t a[6] = {7, -3, 100000, -2147483647, 5, 0}, b[6] = {3, 3, 30000, 2, -5, 9}, ab[6];

@@ -26,8 +26,10 @@
 #include "runtime/helpers.h"
 
 #define CL_LIBRARY "libOpenCL.so.1"
-/* Options of every build. None that relax IEEE semantics: kernels compute what the CPU's do. */
-#define CL_BUILD_OPTIONS ""
+/* Build options: float division and sqrt correctly rounded, as on the CPU (OpenCL allows them
+ * 2.5 and 3 ulp by default: PoCL 5 gives 1 ulp off, -2.5f / 3 = 0xbf555556), where the device
+ * can (CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT). Nothing that relaxes IEEE semantics. */
+#define CL_EXACT_DIVIDE "-cl-fp32-correctly-rounded-divide-sqrt"
 
 /* ---------------------------------------------------------------- the OpenCL API */
 
@@ -47,7 +49,7 @@ enum {
   CL_PLATFORM_NOT_FOUND_KHR = -1001,
   CL_PLATFORM_VERSION = 0x0901, CL_PLATFORM_NAME = 0x0902,
   CL_DEVICE_TYPE = 0x1000, CL_DEVICE_MAX_COMPUTE_UNITS = 0x1002, CL_DEVICE_MAX_WORK_GROUP_SIZE = 0x1004,
-  CL_DEVICE_GLOBAL_MEM_CACHE_SIZE = 0x101E, CL_DEVICE_LOCAL_MEM_SIZE = 0x1023, CL_DEVICE_NAME = 0x102B,
+  CL_DEVICE_SINGLE_FP_CONFIG = 0x101B, CL_DEVICE_GLOBAL_MEM_CACHE_SIZE = 0x101E, CL_DEVICE_LOCAL_MEM_SIZE = 0x1023, CL_DEVICE_NAME = 0x102B,
   CL_DEVICE_VENDOR = 0x102C, CL_DRIVER_VERSION = 0x102D, CL_DEVICE_VERSION = 0x102F,
   CL_PROGRAM_BINARY_SIZES = 0x1165, CL_PROGRAM_BINARIES = 0x1166, CL_PROGRAM_BUILD_LOG = 0x1183,
   CL_KERNEL_FUNCTION_NAME = 0x1190, CL_KERNEL_NUM_ARGS = 0x1191, CL_KERNEL_WORK_GROUP_SIZE = 0x11B0,
@@ -57,6 +59,7 @@ enum {
 #define CL_DEVICE_TYPE_ALL ((cl_ulong)0xFFFFFFFF)
 #define CL_MEM_READ_WRITE ((cl_ulong)1 << 0)
 #define CL_QUEUE_PROFILING_ENABLE ((cl_ulong)1 << 1)
+#define CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT ((cl_ulong)1 << 7)
 
 /* The functions used: return type, name, parameters. */
 #define CL_API(X)                                                                                        \
@@ -146,6 +149,7 @@ static struct {
   char why[512];                /* why the device is unavailable ("" when it is available) */
   cl_handle platform, dev, ctx, queue;
   char platform_name[128], platform_version[128], name[128], vendor[128], driver[128], version[128];
+  char options[64];             /* of every build */
   size_t max_local;             /* the device's largest work-group */
   bool profiling;               /* the queue records kernel times (DEBUG >= 2) */
   pthread_mutex_t lock;         /* the queue and clSetKernelArg */
@@ -236,6 +240,9 @@ static void load_once(void) {
   device_string(CL_DEVICE_VENDOR, C.vendor, sizeof C.vendor);
   device_string(CL_DRIVER_VERSION, C.driver, sizeof C.driver);
   device_string(CL_DEVICE_VERSION, C.version, sizeof C.version);
+  cl_ulong fp = 0;
+  C.f.clGetDeviceInfo(C.dev, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fp, &fp, NULL);
+  snprintf(C.options, sizeof C.options, "%s", fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT ? CL_EXACT_DIVIDE : "");
   if (make_context()) C.why[0] = 0;
 }
 
@@ -311,7 +318,7 @@ static cl_handle build_source(const char *src) {
   cl_int err = CL_SUCCESS;
   cl_handle prog = C.f.clCreateProgramWithSource(C.ctx, 1, &src, NULL, &err);
   if (!prog) return build_error(NULL, err, "clCreateProgramWithSource"), NULL;
-  err = C.f.clBuildProgram(prog, 1, &C.dev, CL_BUILD_OPTIONS, NULL, NULL);
+  err = C.f.clBuildProgram(prog, 1, &C.dev, C.options, NULL, NULL);
   if (err == CL_SUCCESS) return prog;
   build_error(prog, err, "building the kernel source");
   C.f.clReleaseProgram(prog);
@@ -394,7 +401,7 @@ static int load_cached(const char *name, const char *const *names, int n, void *
   cl_handle prog = blen ? C.f.clCreateProgramWithBinary(C.ctx, 1, &C.dev, &blen, &bin, &status, &err) : NULL;
   free(data);
   int rc = -1;
-  if (prog && status == CL_SUCCESS && (err = C.f.clBuildProgram(prog, 1, &C.dev, CL_BUILD_OPTIONS, NULL, NULL)) == CL_SUCCESS)
+  if (prog && status == CL_SUCCESS && (err = C.f.clBuildProgram(prog, 1, &C.dev, C.options, NULL, NULL)) == CL_SUCCESS)
     rc = make_kernels(prog, names, n, fns);
   if (prog) C.f.clReleaseProgram(prog);
   if (rc == 0) return 1;
@@ -418,7 +425,7 @@ static int cl_compile(const char *src, const char *const *names, int n, void **f
   if (!cl_available()) return TG_ERR_DEVICE;
   double t0 = tg_now();
   char name[128];
-  const char *parts[] = {src, C.platform_name, C.platform_version, C.name, C.driver, C.version, CL_BUILD_OPTIONS};
+  const char *parts[] = {src, C.platform_name, C.platform_version, C.name, C.driver, C.version, C.options};
   disk_cache_key(name, sizeof name, "cl-", parts, 7, ".bin");
   int rc = load_cached(name, names, n, fns);
   bool hit = rc == 1;
@@ -487,7 +494,7 @@ static int cl_launch(kernel_fn fn, void **args, int nargs, long long n) {
 
 static void cl_describe(char *buf, size_t n) {
   snprintf(buf, n, "cl %s | %s | %s | driver %s | %s | options \"%s\"", C.platform_name, C.platform_version, C.name, C.driver, C.version,
-           CL_BUILD_OPTIONS);
+           C.options);
 }
 
 static int cl_open(void);
