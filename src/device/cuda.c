@@ -365,6 +365,14 @@ static const char *cu_error(CUresult r) {
   return buf;
 }
 
+/* AddressSanitizer's shadow gap takes the address range CUDA's unified addressing reserves:
+ * cuInit fails with "out of memory" unless ASAN_OPTIONS has protect_shadow_gap=0. */
+#if defined(__SANITIZE_ADDRESS__)
+#define ASAN_HINT " (under AddressSanitizer, CUDA needs ASAN_OPTIONS=protect_shadow_gap=0)"
+#else
+#define ASAN_HINT ""
+#endif
+
 static int attribute(int what) {
   int v = 0;
   return D.f.cuDeviceGetAttribute(&v, what, D.dev) == 0 ? v : 0;
@@ -374,8 +382,11 @@ static int attribute(int what) {
 static bool find_gpu(void) {
   int count = 0;
   CUresult r = D.f.cuInit(0);
-  if (r == 0) r = D.f.cuDeviceGetCount(&count);
-  if (r != 0 || count == 0) {
+  if (r != 0) {
+    snprintf(D.why, sizeof D.why, "cuInit failed: %s%s", cu_error(r), ASAN_HINT);
+    return false;
+  }
+  if ((r = D.f.cuDeviceGetCount(&count)) != 0 || count == 0) {
     snprintf(D.why, sizeof D.why, "no CUDA GPU (%s)", r ? cu_error(r) : "the driver sees none");
     return false;
   }
