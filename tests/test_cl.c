@@ -16,6 +16,13 @@
 #include "codegen/codegen.h"
 #include "device/device.h"
 
+/* LeakSanitizer (make test-sanitize): what the OpenCL runtime allocates for itself and keeps
+ * until exit (PoCL: ~180 MB of compiler and work-group state, reported as leaks at exit) is not
+ * tg's to free. Only allocations made inside those libraries are ignored; tg's own leaks,
+ * OpenCL's or not, are still reported. (The test binary's one definition of this hook.) */
+const char *__lsan_default_suppressions(void);
+const char *__lsan_default_suppressions(void) { return "leak:libpocl.so\nleak:libOpenCL.so\n"; }
+
 /* ------------------------------------------------------------ helpers */
 
 /* The CL device, or NULL with the reason in why (for SKIP). */
@@ -143,7 +150,7 @@ TEST(cl_no_platform_is_unavailable) {
   snprintf(env, sizeof env, "CL_DEVICE=99 DEV=CL"); /* a device that does not exist */
   CHECK(harness_run_child("cl_no_platform_child", env, out, sizeof out) == 0);
   char why[512];
-  if (open_cl(why, sizeof why)) CHECK(strstr(out, "available=0") && strstr(out, "CL_DEVICE=99, but there are"));
+  if (open_cl(why, sizeof why)) CHECK(strstr(out, "available=0") && strstr(out, "CL_DEVICE=99, but the OpenCL devices here are 0 to"));
 }
 
 TEST(cl_memory_round_trip) {

@@ -182,18 +182,27 @@ static int list_devices(cl_handle *plats, cl_handle *devs, int cap, cl_int *err)
   return n;
 }
 
+/* CL_DEVICE: -1 when unset, the number, or -2 when it is not one. */
+static int wanted_device(void) {
+  const char *v = getenv("CL_DEVICE");
+  if (!v || !*v) return -1;
+  char *end;
+  long n = strtol(v, &end, 10);
+  return *end || n < 0 || n > INT_MAX ? -2 : (int)n;
+}
+
 /* Pick the device: CL_DEVICE=n, else the first GPU, else the first device. */
 static bool pick_device(void) {
   cl_handle plats[32], devs[32];
   cl_int err;
-  int n = list_devices(plats, devs, 32, &err), want = tg_getenv_int("CL_DEVICE", -1), pick = -1;
+  int n = list_devices(plats, devs, 32, &err), want = wanted_device(), pick = -1;
   if (n == 0) {
     snprintf(C.why, sizeof C.why, "no OpenCL platform with a device (%s; install an ICD such as pocl-opencl-icd)",
              err == CL_SUCCESS ? "no devices" : cl_error_name(err));
     return false;
   }
-  if (want >= n || (want < 0 && getenv("CL_DEVICE") && *getenv("CL_DEVICE"))) {
-    snprintf(C.why, sizeof C.why, "CL_DEVICE=%s, but there are %d OpenCL devices (0 to %d)", getenv("CL_DEVICE"), n, n - 1);
+  if (want >= n || want == -2) {
+    snprintf(C.why, sizeof C.why, "CL_DEVICE=%s, but the OpenCL devices here are 0 to %d", getenv("CL_DEVICE"), n - 1);
     return false;
   }
   for (int i = 0; i < n && want < 0 && pick < 0; i++) {
