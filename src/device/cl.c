@@ -374,11 +374,27 @@ static size_t entry_binary(const unsigned char *data, size_t len) {
   return !memcmp(t.magic, TRAILER_MAGIC, 8) && t.hash == hash_bytes(data, n, 7) ? n : 0;
 }
 
+/* Whether the driver can be handed binary b without dying. PoCL's binaries ("poclbin") are its
+ * cache directory serialized; one taken while that directory lacked the program's bitcode
+ * (seen once in a cold suite run, where builds of one source overlap) has no /program.bc
+ * record, and loading it aborts the process inside PoCL (an assertion in
+ * pocl_binary_get_kernels_metadata). Such a binary is neither stored nor loaded. Other
+ * drivers check their binaries themselves (clCreateProgramWithBinary fails). */
+static bool binary_usable(const unsigned char *b, size_t n) {
+  static const char record[] = "\x0b\0\0\0/program.bc"; /* u32 length 11, then the name */
+  if (n < 8 || memcmp(b, "poclbin", 8) != 0) return true;
+  const unsigned char *r = memmem(b, n, record, sizeof record - 1);
+  uint32_t len = 0;
+  size_t at = r ? (size_t)(r - b) + sizeof record - 1 : n;
+  if (at + 4 <= n) memcpy(&len, b + at, 4);
+  return len > 0 && len <= n - at - 4;
+}
+
 static bool check_entry(const char *path, char *why, size_t n) {
   unsigned char *data = NULL;
-  size_t len = 0;
-  bool ok = read_file(path, &data, &len) && entry_binary(data, len) > 0;
-  if (!ok) snprintf(why, n, "%s", data ? "its trailer does not match its bytes" : "cannot be read");
+  size_t len = 0, blen = read_file(path, &data, &len) ? entry_binary(data, len) : 0;
+  bool ok = blen > 0 && binary_usable(data, blen);
+  if (!ok) snprintf(why, n, "%s", !data ? "cannot be read" : blen ? "a PoCL binary without the program's bitcode" : "its trailer does not match its bytes");
   free(data);
   return ok;
 }
@@ -386,7 +402,7 @@ static bool check_entry(const char *path, char *why, size_t n) {
 static void store_entry(const char *name, cl_handle prog) {
   size_t len = 0;
   unsigned char *bin = disk_cache_enabled() ? program_binary(prog, &len) : NULL;
-  unsigned char *data = bin ? realloc(bin, len + sizeof(trailer)) : NULL;
+  unsigned char *data = bin && binary_usable(bin, len) ? realloc(bin, len + sizeof(trailer)) : NULL;
   if (!data) { free(bin); return; }
   trailer t;
   memcpy(t.magic, TRAILER_MAGIC, 8);
@@ -405,6 +421,7 @@ static int load_cached(const char *name, const char *const *names, int n, void *
   int found = disk_cache_find(name, check_entry, path, sizeof path);
   if (found <= 0) return found;
   size_t blen = read_file(path, &data, &len) ? entry_binary(data, len) : 0;
+  if (blen && !binary_usable(data, blen)) blen = 0; /* replaced since it was checked */
   cl_int status = CL_SUCCESS, err = -42;
   const unsigned char *bin = data;
   cl_handle prog = blen ? C.f.clCreateProgramWithBinary(C.ctx, 1, &C.dev, &blen, &bin, &status, &err) : NULL;
