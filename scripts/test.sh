@@ -57,7 +57,7 @@ cuda_offline_check() {
 }
 
 stage "install packages" sh scripts/deps.sh gcc make libc6-dev zlib1g-dev pkg-config libopenblas-dev \
-  dataset-fashion-mnist libllvm14 clang libclang-rt-14-dev
+  dataset-fashion-mnist libllvm14 clang libclang-rt-14-dev ocl-icd-opencl-dev opencl-headers pocl-opencl-icd
 stage "build (make all bench)" make -s -j"$JOBS" all bench
 stage "README example" readme_example
 stage "build checks" build_checks
