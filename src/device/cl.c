@@ -252,7 +252,10 @@ static void load_once(void) {
   cl_ulong fp = 0;
   C.f.clGetDeviceInfo(C.dev, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fp, &fp, NULL);
   snprintf(C.options, sizeof C.options, "%s", fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT ? CL_EXACT_DIVIDE : "");
-  if (make_context()) C.why[0] = 0;
+  if (!make_context()) return;
+  C.why[0] = 0;
+  if (tg_debug() >= 1) /* which one: a GPU taken by another process may leave only the CPU's */
+    fprintf(stderr, "CL: %s (%s, %s, driver %s)\n", C.name, C.platform_name, C.version, C.driver);
 }
 
 static bool cl_available(void) {
