@@ -46,7 +46,8 @@ typedef void (*cl_build_fn)(cl_handle, void *);
 enum {
   CL_SUCCESS = 0,
   CL_TRUE = 1,
-  CL_PLATFORM_NOT_FOUND_KHR = -1001,
+  CL_MEM_OBJECT_ALLOCATION_FAILURE = -4, CL_OUT_OF_HOST_MEMORY = -6, CL_INVALID_BINARY = -42,
+  CL_INVALID_KERNEL_ARGS = -52,
   CL_PLATFORM_VERSION = 0x0901, CL_PLATFORM_NAME = 0x0902,
   CL_DEVICE_TYPE = 0x1000, CL_DEVICE_MAX_COMPUTE_UNITS = 0x1002, CL_DEVICE_MAX_WORK_GROUP_SIZE = 0x1004,
   CL_DEVICE_SINGLE_FP_CONFIG = 0x101B, CL_DEVICE_GLOBAL_MEM_CACHE_SIZE = 0x101E, CL_DEVICE_LOCAL_MEM_SIZE = 0x1023, CL_DEVICE_NAME = 0x102B,
@@ -233,6 +234,7 @@ static bool make_context(void) {
 }
 
 static void load_once(void) {
+  snprintf(C.why, sizeof C.why, "OpenCL could not be set up"); /* until every step succeeded */
   C.lib = dlopen(CL_LIBRARY, RTLD_NOW | RTLD_LOCAL);
   if (!C.lib) {
     snprintf(C.why, sizeof C.why, "%s not found (no OpenCL ICD loader: install ocl-icd-libopencl1 and an ICD such as pocl-opencl-icd): %s",
@@ -270,7 +272,8 @@ static bool cl_available(void) {
 static void *cl_alloc(size_t bytes) {
   cl_int err = CL_SUCCESS;
   cl_handle m = C.f.clCreateBuffer(C.ctx, CL_MEM_READ_WRITE, bytes ? bytes : 1, NULL, &err);
-  if (!m) tg_set_error(err == -4 || err == -6 ? TG_ERR_NOMEM : TG_ERR_DEVICE, "CL: cannot allocate %zu bytes on %s: %s", bytes, C.name, cl_error_name(err));
+  bool nomem = err == CL_MEM_OBJECT_ALLOCATION_FAILURE || err == CL_OUT_OF_HOST_MEMORY;
+  if (!m) tg_set_error(nomem ? TG_ERR_NOMEM : TG_ERR_DEVICE, "CL: cannot allocate %zu bytes on %s: %s", bytes, C.name, cl_error_name(err));
   return m;
 }
 
@@ -397,7 +400,8 @@ static bool check_entry(const char *path, char *why, size_t n) {
   unsigned char *data = NULL;
   size_t len = 0, blen = read_file(path, &data, &len) ? entry_binary(data, len) : 0;
   bool ok = blen > 0 && binary_usable(data, blen);
-  if (!ok) snprintf(why, n, "%s", !data ? "cannot be read" : blen ? "a PoCL binary without the program's bitcode" : "its trailer does not match its bytes");
+  const char *bad = blen ? "a PoCL binary without the program's bitcode" : "its trailer does not match its bytes";
+  if (!ok) snprintf(why, n, "%s", data ? bad : "cannot be read");
   free(data);
   return ok;
 }
@@ -425,7 +429,7 @@ static int load_cached(const char *name, const char *const *names, int n, void *
   if (found <= 0) return found;
   size_t blen = read_file(path, &data, &len) ? entry_binary(data, len) : 0;
   if (blen && !binary_usable(data, blen)) blen = 0; /* replaced since it was checked */
-  cl_int status = CL_SUCCESS, err = -42;
+  cl_int status = CL_SUCCESS, err = CL_INVALID_BINARY;
   const unsigned char *bin = data;
   cl_handle prog = blen ? C.f.clCreateProgramWithBinary(C.ctx, 1, &C.dev, &blen, &bin, &status, &err) : NULL;
   free(data);
@@ -493,7 +497,7 @@ static cl_int run_locked(cl_handle k, void **args, int nargs, long long n, size_
   cl_uint kargs = 0;
   cl_int err = C.f.clGetKernelInfo(k, CL_KERNEL_NUM_ARGS, sizeof kargs, &kargs, NULL);
   if (err != CL_SUCCESS) return err;
-  if (kargs == 0 || kargs - 1 > (cl_uint)nargs) return -52; /* CL_INVALID_KERNEL_ARGS */
+  if (kargs == 0 || kargs - 1 > (cl_uint)nargs) return CL_INVALID_KERNEL_ARGS;
   cl_ulong tg_n = (cl_ulong)n;
   err = C.f.clSetKernelArg(k, 0, sizeof tg_n, &tg_n);
   for (cl_uint i = 1; i < kargs && err == CL_SUCCESS; i++) err = C.f.clSetKernelArg(k, i, sizeof(cl_handle), &args[i - 1]);
