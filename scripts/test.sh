@@ -3,8 +3,7 @@
 # everything warning-free, checks the build (the README's pkg-config command makes a program
 # that runs; a changed test fixture rebuilds its test), then runs the suite on each device
 # (the default, LLVM where libLLVM-14 loads, and CPU), under AddressSanitizer +
-# UndefinedBehaviorSanitizer (CPU), the thread tests under ThreadSanitizer, the fuzzers, and
-# NVRTC on the CUDA C of every GPU-style kernel (no GPU needed).
+# UndefinedBehaviorSanitizer (CPU), the thread tests under ThreadSanitizer, and the fuzzers.
 # One line per stage with its seconds; the runner prints one line per test area. JOBS (default: the cores) sets make's and the runner's
 # parallelism; BUILD and SANBUILD the build directories (build, build-san).
 set -e
@@ -43,19 +42,6 @@ build_checks() {
   echo "fixtures rebuild their tests; a second make has nothing to do; make needs no OpenBLAS"
 }
 
-# Issue 14's offline check, no GPU needed: the suite on the OpenCL device (PoCL), whose programs
-# are the CUDA device's, with TG_CUDA_CHECK=1: NVRTC also compiles each program's CUDA C for
-# sm_90, and a kernel it rejects fails its test. Cubins are cached like every compile: a warm
-# cache adds about a second, a cold one ~7000 NVRTC compiles (6.5 min on the 2-core VM, loaded;
-# docs/devices.md). Skipped, saying why, without NVRTC or an OpenCL device.
-cuda_offline_check() {
-  probe=$(DEV=CL TG_CUDA_CHECK=1 "./$BUILD/test_tg" --child cuda_check_child 2>&1)
-  case "$probe" in
-    *"rc=0 rc2=0"*) env DEV=CL TG_CUDA_CHECK=1 make -s test ;;
-    *) echo "skipped: $(printf '%s' "$probe" | grep -o 'err=.*' | head -1)" ;;
-  esac
-}
-
 stage "install packages" sh scripts/deps.sh gcc make libc6-dev zlib1g-dev pkg-config libopenblas-dev \
   dataset-fashion-mnist libllvm14 clang libclang-rt-14-dev ocl-icd-opencl-dev opencl-headers pocl-opencl-icd
 stage "build (make all bench)" make -s -j"$JOBS" all bench
@@ -67,5 +53,4 @@ stage "tests under ASan+UBSan (DEV=CPU)" env DEV=CPU make -s -j"$JOBS" test-sani
 # DEV=CPU: libLLVM is not built with ThreadSanitizer, whose reports inside it are about locks it cannot see
 stage "thread tests under ThreadSanitizer (DEV=CPU)" env DEV=CPU make -s -j"$JOBS" test-tsan
 stage "fuzzers (API + file loaders) under ASan+UBSan" make -s -j"$JOBS" fuzz-check
-stage "CUDA C of every GPU-style kernel through NVRTC, sm_90 (DEV=CL TG_CUDA_CHECK=1)" cuda_offline_check
 echo "test.sh: all passed in $(($(date +%s) - T0)) s"

@@ -148,23 +148,21 @@ void tg_free(tg_tensor *t) {
   destroy_tensor(t);
 }
 
-/* The devices of two sources below u that differ (u is DEVICE_MIXED): for the error. */
+/* Two differing devices of u's sources (u is DEVICE_MIXED), for the error: a source's own
+ * device, not what lies below it (a COPY's source is on another device by design). */
 static void mixed_devices(uop *u, int *a, int *b) {
-  *a = *b = DEVICE_NONE;
-  uop **order;
-  int n = uop_toposort(u, &order);
-  for (int i = 0; i < n && !*b; i++) {
-    int d = order[i]->op == OP_BUFFER || order[i]->op == OP_COPY ? order[i]->device : DEVICE_NONE;
-    if (d != DEVICE_NONE && !*a) *a = d;
+  for (int i = 0; i < u->nsrc && !*b; i++) {
+    int d = u->src[i]->device;
+    if (d == DEVICE_MIXED) mixed_devices(u->src[i], a, b);
+    else if (d != DEVICE_NONE && !*a) *a = d;
     else if (d != DEVICE_NONE && d != *a) *b = d;
   }
-  if (n >= 0) free(order);
 }
 
 tg_tensor *tensor_wrap(uop *u) {
   if (!u || !shape_check_uop("tensor result", u)) return NULL; /* every tensor's shape is valid (shape.h) */
   if (u->device == DEVICE_MIXED) { /* the one place every op's result passes */
-    int a, b;
+    int a = DEVICE_NONE, b = DEVICE_NONE;
     mixed_devices(u, &a, &b);
     const device *da = device_of_number(a), *db = device_of_number(b);
     return tensor_error("an op on tensors of different devices (%s and %s): copy one with tg_to", da ? da->name : "?",
