@@ -248,7 +248,7 @@ int main(int argc, char **argv) {
   setenv("BEAM_TIMEOUT", getenv("BEAM_TIMEOUT") ? getenv("BEAM_TIMEOUT") : "60", 1);
   tg_manual_seed(1);
   if (wanted("conv")) load_torch();
-  printf("threads: %d, vector bytes: %d, torch reference: %s\n", threadpool_size(), cpu_vector_bytes(),
+  printf("threads: %d, vector bytes: %d, torch reference: %s\n", threadpool_size(), device_default()->caps.vector_bytes,
          ntorch ? "yes" : "no (bench/kernels_torch.py needs python3 with torch)");
   header();
   if (wanted("sgemm")) sgemm_rows(quick);

@@ -470,7 +470,7 @@ TEST(opt_heuristics_vectorize_tile_and_thread) {
   tg_scope *s = tg_scope_begin();
   inspect_ctx c = {{0}, NULL, 0, 0};
   /* lanes fill one vector register of this CPU: 16 floats with AVX-512, 8 with AVX2 */
-  int w = cpu_vector_bytes() / 4 > 16 ? 16 : cpu_vector_bytes() / 4;
+  int w = device_default()->caps.vector_bytes / 4 > 16 ? 16 : device_default()->caps.vector_bytes / 4;
   char upcast[32], vec[32], aligned[48], last[16];
   snprintf(upcast, sizeof upcast, "UPCAST(1,%d)", w);
   snprintf(vec, sizeof vec, spelled("tg_f32x%d v", "<%d x float>"), w);
@@ -505,7 +505,7 @@ TEST(opt_heuristics_packed_matmul_tile) {
   NEED_HOST_DEVICE();
   tg_scope *s = tg_scope_begin();
   inspect_ctx c = {{0}, NULL, 0, 0};
-  int w = cpu_vector_bytes() / 4 > 16 ? 16 : cpu_vector_bytes() / 4;
+  int w = device_default()->caps.vector_bytes / 4 > 16 ? 16 : device_default()->caps.vector_bytes / 4;
   char lanes[32], rows[32]; /* 16 accumulators with 32 vector registers, 8 (12 do not divide) with 16 */
   snprintf(rows, sizeof rows, "UPCAST(0,%d)", device_default()->caps.vector_registers >= 32 ? 8 : 4);
   tg_tensor *mm[2] = {ones_buffer((int64_t[]){256, 256}, 2), ones_buffer((int64_t[]){256, 256}, 2)};
@@ -527,7 +527,7 @@ TEST(opt_heuristics_conv_shapes) {
   NEED_HOST_DEVICE();
   tg_scope *s = tg_scope_begin();
   inspect_ctx c = {{0}, NULL, 0, 0};
-  int w = cpu_vector_bytes() / 4 > 16 ? 16 : cpu_vector_bytes() / 4;
+  int w = device_default()->caps.vector_bytes / 4 > 16 ? 16 : device_default()->caps.vector_bytes / 4;
   char pad[32], lanes[32];
   tg_tensor *in[3] = {ones_buffer((int64_t[]){2, 16, 8, 8}, 4), ones_buffer((int64_t[]){16, 16, 3, 3}, 4),
                       ones_buffer((int64_t[]){2, 16, 6, 6}, 4)};

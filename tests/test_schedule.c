@@ -624,7 +624,7 @@ static void ref_matmul(const float *a, const float *w, double *y, int nb, int n,
 }
 
 /* (2, 64, 512) @ (512, 512): 2^24 multiply-adds per matrix, so w is first copied into
- * panels of whole vector rows (src/tensor/reduce.c, pack_width): 2 kernels, same values as
+ * panels of whole vector rows (src/schedule/layout.c, panel_width): 2 kernels, same values as
  * a naive loop, and the gradients (through the packed copy) match the hand-derived sums. */
 TEST(sched_large_matmul_packs_right_operand) {
   if (device_default() && device_is_gpu(device_default())) SKIP("matmul packing is for vector lanes: off on %s", device_default()->name);
@@ -678,6 +678,107 @@ TEST(sched_large_matmul_pads_partial_panel) {
   for (int i = 0; i < N * M; i++) bad += !harness_close(out[i], want[i], 1e-3, 1e-5);
   CHECK(bad == 0);
   free(ad), free(wd), free(out), free(want);
+  tg_scope_end(s);
+}
+
+/* The matmuls autograd makes are packed like the ones a user writes (src/schedule/layout.c
+ * rewrites every large product-sum, wherever it came from): for y = a @ w and the loss
+ * sum(y * c), da = c @ w^T reads w^T from panels and dw = a^T @ c reads a from panels: 2
+ * kernels each (panels, product), values as naive loops. */
+TEST(sched_autograd_matmuls_pack_too) {
+  if (device_default() && device_is_gpu(device_default())) SKIP("matmul packing is for vector lanes: off on %s", device_default()->name);
+  tg_scope *s = tg_scope_begin();
+  enum { N = 128, K = 384, M = 512 };
+  float *ad = malloc(sizeof(float) * N * K), *wd = malloc(sizeof(float) * K * M), *cd = malloc(sizeof(float) * N * M);
+  float *ga = malloc(sizeof(float) * N * K), *gw = malloc(sizeof(float) * K * M);
+  fill(ad, N * K, 3), fill(wd, K * M, 4), fill(cd, N * M, 5);
+  tg_tensor *a = input(ad, (int64_t[]){N, K}, 2), *w = input(wd, (int64_t[]){K, M}, 2), *c = input(cd, (int64_t[]){N, M}, 2);
+  tg_tensor *xs[2] = {a, w}, *g[2];
+  CHECK(tg_gradient(tg_sum(tg_mul(tg_matmul(a, w), c), NULL, 0, false), xs, 2, g) == 0);
+  CHECK_KERNELS(g[0], 2);
+  CHECK_KERNELS(g[1], 2);
+  host(g[0], ga, N * K), host(g[1], gw, K * M);
+  int bad = 0;
+  for (int i = 0; i < N; i++)
+    for (int p = 0; p < K; p++) { /* da[i,p] = sum_j c[i,j] w[p,j] */
+      double want = 0;
+      for (int j = 0; j < M; j++) want += (double)cd[i * M + j] * wd[p * M + j];
+      bad += !harness_close(ga[i * K + p], want, 1e-3, 1e-4);
+    }
+  for (int p = 0; p < K; p++)
+    for (int j = 0; j < M; j++) { /* dw[p,j] = sum_i a[i,p] c[i,j] */
+      double want = 0;
+      for (int i = 0; i < N; i++) want += (double)ad[i * K + p] * cd[i * M + j];
+      bad += !harness_close(gw[p * M + j], want, 1e-3, 1e-4);
+    }
+  CHECK(bad == 0);
+  free(ad), free(wd), free(cd), free(ga), free(gw);
+  tg_scope_end(s);
+}
+
+/* A layout rewrite makes new nodes above the product it changes; a node a tensor handle holds
+ * still gets its buffer: h (stored, packed, 516 columns cut from whole panels) is realized by
+ * realizing sum(h), and reading it runs nothing. */
+TEST(sched_layout_rewrite_keeps_held_values) {
+  if (device_default() && device_is_gpu(device_default())) SKIP("matmul packing is for vector lanes: off on %s", device_default()->name);
+  tg_scope *s = tg_scope_begin();
+  enum { N = 64, K = 512, M = 516 };
+  float *ad = malloc(sizeof(float) * N * K), *wd = malloc(sizeof(float) * K * M), *out = malloc(sizeof(float) * N * M);
+  double *want = malloc(sizeof(double) * N * M), total = 0;
+  fill(ad, N * K, 6), fill(wd, K * M, 7);
+  tg_tensor *h = tg_contiguous(tg_matmul(input(ad, (int64_t[]){N, K}, 2), input(wd, (int64_t[]){K, M}, 2)));
+  tg_tensor *z = tg_sum(h, NULL, 0, false);
+  CHECK(tg_realize(z) == 0);
+  CHECK(tg_is_realized(h));
+  ref_matmul(ad, wd, want, 1, N, K, M);
+  host(h, out, N * M);
+  int bad = 0;
+  for (int i = 0; i < N * M; i++) bad += !harness_close(out[i], want[i], 1e-3, 1e-5), total += want[i];
+  CHECK(bad == 0);
+  float zv;
+  host(z, &zv, 1);
+  CHECK(harness_close(zv, total, 1e-3, 1e-2));
+  free(ad), free(wd), free(out), free(want);
+  tg_scope_end(s);
+}
+
+/* d sum(conv2d(x, w) * c) / dw for one channel and a 3x3 kernel, N images of side hw: 1 or 2
+ * kernels planned, values against a naive loop. */
+static void check_conv_weight_grad(int n, int hw, int kernels) {
+  int o = hw - 2;
+  float *xd = malloc(sizeof(float) * (size_t)(n * hw * hw)), *cd = malloc(sizeof(float) * (size_t)(n * o * o)), wd[9], gw[9];
+  fill(xd, n * hw * hw, 8), fill(cd, n * o * o, 9), fill(wd, 9, 10);
+  tg_tensor *x = input(xd, (int64_t[]){n, 1, hw, hw}, 4), *w = input(wd, (int64_t[]){1, 1, 3, 3}, 4);
+  tg_tensor *c = input(cd, (int64_t[]){n, 1, o, o}, 4), *g;
+  tg_tensor *y = tg_conv2d(x, w, NULL, (const int[]){1, 1}, (const int[]){0, 0}, (const int[]){1, 1}, 1);
+  CHECK(tg_gradient(tg_sum(tg_mul(y, c), NULL, 0, false), &w, 1, &g) == 0);
+  CHECK_KERNELS(g, kernels);
+  host(g, gw, 9);
+  for (int i = 0; i < 3; i++)
+    for (int j = 0; j < 3; j++) {
+      double want = 0;
+      for (int b = 0; b < n; b++)
+        for (int r = 0; r < o; r++)
+          for (int q = 0; q < o; q++) want += (double)cd[(b * o + r) * o + q] * xd[(b * hw + r + i) * hw + q + j];
+      CHECK(harness_close(gw[i * 3 + j], want, 1e-3, 1e-3));
+    }
+  free(xd), free(cd);
+}
+
+/* A conv weight gradient over a batch whose inputs exceed half the L2 is summed per chunk of
+ * images, then over the partial sums (src/schedule/layout.c): 2 kernels; a batch that fits
+ * sums in one. The side is chosen from the device's L2 so that one image (x and gy) is larger
+ * than half of it. */
+TEST(sched_conv_weight_grad_chunks_batch_by_cache) {
+  const device *d = device_default();
+  if (d && device_is_gpu(d)) SKIP("batch chunks are for a CPU's cache: off on %s", d->name);
+  int64_t l2 = d ? d->caps.l2_bytes : 1 << 20;
+  int side = 8;
+  while ((int64_t)side * side * 8 <= l2 / 2) side *= 2;
+  if (side > 2048) SKIP("an L2 of %lld bytes needs images too large for a unit test", (long long)l2);
+  tg_scope *s = tg_scope_begin();
+  check_conv_weight_grad(4, 8, 1);
+  check_conv_weight_grad(4, side, 2);
   tg_scope_end(s);
 }
 

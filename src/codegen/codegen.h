@@ -213,16 +213,6 @@ int program_exec(program *p, void **args);
 typedef int (*opt_hook_fn)(uop *ast, kshape *ks, void *ctx);
 void program_set_opt_hook(opt_hook_fn fn, void *ctx);
 
-/* The default device's vector width (bytes) and lanes for elements of elem_bytes (2..16): read
- * by tensor/reduce.c (matmul packing) and nn/conv.c (row padding) until those choices move
- * into the optimizer (issue 11, item 3). VECTOR_BYTES=n overrides the width (experiments). */
-int cpu_vector_bytes(void);
-int cpu_vector_lanes(size_t elem_bytes);
-/* Lanes to pad a short dim of n to, or 0: a dim that would get 2 vector lanes or none (the
- * widest power of two <= width dividing it) is padded to whole vectors of the smallest power
- * of two >= n (at most width) where that gives 4 times the lanes: 6 → 8, 5 → 8, 34 → 16 (48);
- * 20 keeps its 4 lanes. Used for conv output rows (opt.c) and weight-gradient rows (conv.c). */
-int short_pad_lanes(int64_t n, int width);
 /* Readable bytes past the end of every buffer a kernel gets (buffers, BEAM and GROUP
  * scratch): 16 lanes of 8 bytes. A vector load whose first lane is in bounds stays inside
  * the allocation, so lowering needs no bounds check for lanes past a padded dim's end. */

@@ -308,24 +308,29 @@ static bool broadcast_along(const kaccess *acc, int na, int d) {
   return false;
 }
 
+/* Lanes to pad a short dim of n to, or 0: a dim that would get 2 vector lanes or none (the
+ * widest power of two <= width dividing it) is padded to whole vectors of the smallest power
+ * of two >= n (at most width) where that gives 4 times the lanes: 6 → 8, 5 → 8, 34 → 16 (48);
+ * 20 keeps its 4 lanes. */
+static int short_pad_lanes(int64_t n, int width) {
+  int have = 1, want = 1;
+  while (have < width && n % (2 * have) == 0) have *= 2;
+  while (want < width && want < n) want *= 2;
+  return have <= 2 && want >= 4 * have ? want : 0;
+}
+
 /* Pad dim d up to full vectors when more than half a vector would be used (conv rows of 6,
  * 10, 20, 24): masked lanes cost less than narrower vectors or scalar code when each output
  * does a reduction's worth of work (20 in vectors of 8 wastes 4 of 24 lanes; in vectors of 4
  * it takes 5 instructions instead of 3). A shorter output dim that would get 2 lanes or none
  * is padded to one vector of fewer lanes (short_pad_lanes: conv4's rows of 6 on AVX-512 in 8
- * lanes, not 2: 48 → 13 ms); reduce dims only ever to one whole vector (pad_reduce_ok). */
+ * lanes, not 2: 48 → 13 ms; a weight gradient's rows of 6 the same, masked). Reduce dims
+ * only ever to one whole vector (pad_reduce_ok). */
 static void pad_for_lanes(kshape *ks, int d, axis_kind k, int width) {
   int64_t n = ks->size[d];
   int lanes = short_pad_lanes(n, width);
   if (n % width && 2 * n > width && n < 64 * width) try_apply(ks, OPT_PADTO, find_axis(ks, d, k), width);
-  else if (k == AX_GLOBAL && lanes && n % lanes) try_apply(ks, OPT_PADTO, find_axis(ks, d, k), lanes);
-}
-
-int short_pad_lanes(int64_t n, int width) {
-  int have = 1, want = 1;
-  while (have < width && n % (2 * have) == 0) have *= 2;
-  while (want < width && want < n) want *= 2;
-  return have <= 2 && want >= 4 * have ? want : 0;
+  else if (lanes && n % lanes) try_apply(ks, OPT_PADTO, find_axis(ks, d, k), lanes);
 }
 
 static int lanes_on(kshape *ks, int d, opt_kind op, axis_kind k, int width) {
@@ -354,7 +359,8 @@ static int reduce_lane_dim(const kshape *ks, const kaccess *acc, int na, int wid
   bool contiguous;
   for (int d = ks->nout + ks->nred - 1; d >= ks->nout; d--) {
     int64_t n = ks->size[d];
-    if ((2 * n > width || (2 * n == width && n >= 4)) && lane_friendly(acc, na, d, &contiguous) && contiguous) return d;
+    bool fills = 2 * n > width || (2 * n == width && n >= 4) || short_pad_lanes(n, width);
+    if (fills && lane_friendly(acc, na, d, &contiguous) && contiguous) return d;
   }
   return -1;
 }
@@ -375,7 +381,7 @@ static int choose_lanes(kshape *ks, const kaccess *acc, int na, int width) {
   int rd = reduce ? reduce_lane_dim(ks, acc, na, width) : -1;
   bool out_ok = last >= 0 && lane_friendly(acc, na, last, &contiguous);
   bool rpad = rd >= 0 && pad_reduce_ok(ks->size[rd], width);
-  if (out_ok && (rd < 0 || lane_use(ks->size[last], width, reduce, reduce) >= lane_use(ks->size[rd], width, rpad, false))) {
+  if (out_ok && (rd < 0 || lane_use(ks->size[last], width, reduce, reduce) >= lane_use(ks->size[rd], width, rpad, rpad))) {
     if (reduce) pad_for_lanes(ks, last, AX_GLOBAL, width);
     if (lanes_on(ks, last, OPT_UPCAST, AX_GLOBAL, width) >= 0) return last;
   }

@@ -108,18 +108,6 @@ int caps_lanes(const device_caps *c, size_t elem_bytes) {
   return lanes > 16 ? 16 : lanes < 2 ? 2 : lanes;
 }
 
-/* The default device's, until tensor/ and nn/ stop asking (codegen.h); 0 on a device that
- * runs scalar work-items (no matmul packing, no rows padded for lanes). */
-int cpu_vector_bytes(void) {
-  const device *d = device_default();
-  return !d ? 16 : device_is_gpu(d) ? 0 : d->caps.vector_bytes;
-}
-
-int cpu_vector_lanes(size_t elem_bytes) {
-  const device *d = device_default();
-  return !d ? 4 : device_is_gpu(d) ? 1 : caps_lanes(&d->caps, elem_bytes);
-}
-
 void *device_mem_alloc(const device *d, size_t nbytes) {
   if (d->alloc) return d->alloc(nbytes);
   return aligned_alloc(64, (nbytes + 63) / 64 * 64);

@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "codegen/codegen.h" /* cpu_vector_lanes, short_pad_lanes: rows padded for lanes */
 #include "grad/gradient.h"
 #include "nn/windows.h"
 #include "tensor/shape.h"
@@ -82,64 +81,21 @@ static tg_tensor *conv_input_grad(tg_tensor *gy, tg_tensor *w, const int64_t *xs
   return conv_graph(dilate_input(gy, g->stride, g->nsp), transpose_weight(w, g->groups, g->nsp), &t);
 }
 
-/* The weight gradient reduces over output rows of o positions, in vectors of the widest power
- * of two dividing o (6: 2 lanes). Rows that would get 2 lanes or none are padded with zeros to
- * whole vectors (short_pad_lanes: 6 → 8) and run the same products in wider vectors; the
- * padded row length, else o. (Padding rows that already get 4 or 8 lanes, 20 → 32 and
- * 24 → 32, made conv2 and conv1 slower.) */
-static int64_t lane_padded_row(int64_t o, tg_dtype dt) {
-  int lanes = short_pad_lanes(o, cpu_vector_lanes(tg_dtype_size(dt)));
-  return lanes ? (o + lanes - 1) / lanes * lanes : o;
-}
-
-/* Images per partial sum of a weight gradient. Summed over the whole batch at once, the kernel
- * walks all of gy and x (conv2 of the demo: 80 MB) once per register tile of weights; summed
- * per chunk of images whose gy and x fit in half an L2 (512 KiB), each chunk is read from
- * memory once and the partial sums (N/chunk copies of the weights) are added by a second
- * kernel: the demo's conv3 weight gradient 17 → 12 ms, conv2 121–137 → 104 (performance.md).
- * The largest such divisor of N. */
-static int64_t batch_chunk(tg_tensor *gy, tg_tensor *x) {
-  enum { CHUNK_BYTES = 512 << 10 };
-  int64_t batch = tg_dim(x, 0);
-  double image = (double)(tg_numel(gy) + tg_numel(x)) / (double)batch * (double)tg_dtype_size(tg_get_dtype(x));
-  int64_t fit = image > 0 ? (int64_t)(CHUNK_BYTES / image) : batch, chunk = 1;
-  for (int64_t c = fit < batch ? fit : batch; c >= 1 && chunk == 1; c--)
-    if (batch % c == 0) chunk = c;
-  return chunk;
-}
-
 /* d conv / d w: for each weight tap, the sum over batch and output positions of gy times
- * the input it met (the forward's windows, reduced over the other axes). Rows are padded for
- * lanes (gy with zeros, x far enough for the extra windows; both stored, so no load needs a
- * mask): the demo's conv4 (rows of 6 → 8, 2 lanes → 8) 38 → 20 ms, performance.md. */
+ * the input it met (the forward's windows, reduced over the other axes). Short rows run in
+ * padded vectors (the optimizer's PADTO) and the batch in chunks that fit the cache
+ * (src/schedule/layout.c): both are the device's choices, not this graph's. */
 static tg_tensor *conv_weight_grad(tg_tensor *gy, tg_tensor *x, tg_tensor *w, const conv_geom *g) {
-  int nsp = g->nsp, n = 4 + 2 * nsp, axes[TG_MAX_DIMS], last = nsp - 1;
+  int nsp = g->nsp, n = 4 + 2 * nsp, axes[TG_MAX_DIMS];
   int64_t k[TG_MAX_DIMS] = {0}, gs[TG_MAX_DIMS], cout = tg_dim(w, 0);
   for (int j = 0; j < nsp; j++) k[j] = tg_dim(w, 2 + j);
-  int64_t o = tg_dim(gy, -1), row = lane_padded_row(o, tg_get_dtype(gy));
-  conv_geom stored = *g;
-  if (row != o) { /* x stored with the geometry's padding (or crop) and the extra columns */
-    int64_t zero[NN_MAX_NSP] = {0}, gpad[NN_MAX_NSP] = {0}, after[NN_MAX_NSP];
-    gpad[last] = row - o;
-    memcpy(after, g->pad_after, sizeof after);
-    after[last] = (row - 1) * g->stride[last] + g->dilation[last] * (k[last] - 1) + 1 - tg_dim(x, -1) - g->pad_before[last];
-    gy = tg_contiguous(pad_or_crop(gy, zero, gpad, nsp, 0));
-    x = tg_contiguous(pad_or_crop(x, g->pad_before, after, nsp, 0));
-    memset(stored.pad_before, 0, sizeof stored.pad_before), memset(stored.pad_after, 0, sizeof stored.pad_after);
-    g = &stored;
-  }
   gs[0] = tg_dim(gy, 0), gs[1] = g->groups, gs[2] = cout / g->groups, gs[3 + nsp] = 1;
   for (int j = 0; j < nsp; j++) gs[3 + j] = tg_dim(gy, 2 + j), gs[4 + nsp + j] = 1;
   tg_tensor *prod = tg_mul(conv_windows(x, k, cout, g), tg_reshape(gy, gs, n)); /* (N, G, Cout/G, *o, Cin, *k) */
   if (!prod) return NULL;
-  int64_t batch = tg_dim(x, 0), chunk = batch_chunk(gy, x), ps[TG_MAX_DIMS];
-  ps[0] = batch / chunk, ps[1] = chunk; /* (N/chunk, chunk, G, Cout/G, *o, Cin, *k) */
-  memcpy(ps + 2, uop_shape(prod->u) + 1, sizeof(int64_t) * (size_t)(n - 1));
-  axes[0] = 1;
-  for (int j = 0; j < nsp; j++) axes[1 + j] = 4 + j;
-  tg_tensor *part = tg_sum(tg_reshape(prod, ps, n + 1), axes, nsp + 1, false); /* (N/chunk, G, Cout/G, Cin, *k) */
-  /* the partials flat, (N/chunk, weights): their sum runs in whole vectors, not rows of kw */
-  tg_tensor *sum = ps[0] > 1 ? tg_sum(tg_reshape(part, (int64_t[]){ps[0], tg_numel(w)}, 2), (const int[]){0}, 1, false) : part;
+  axes[0] = 0;
+  for (int j = 0; j < nsp; j++) axes[1 + j] = 3 + j;
+  tg_tensor *sum = tg_sum(prod, axes, nsp + 1, false); /* (G, Cout/G, Cin, *k) */
   return tg_reshape(sum, uop_shape(w->u), tg_ndim(w));
 }
 

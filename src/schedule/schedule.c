@@ -33,6 +33,7 @@ typedef struct sched {
   ptrmap reached; /* elementwise node → the first root whose kernel computes it */
   ptrmap users;   /* node → number of uses in the graph */
   ptrmap visited; /* (node | flag bits) per walk */
+  ptrmap origin;  /* node made by the layout rewrites → the node a tensor handle holds */
   bool changed;
 } sched;
 
@@ -368,13 +369,14 @@ static int add_item(schedule *out, sched *s, uop *r) {
 static int choose_kept(schedule *out, sched *s, uop *g, ptrmap *kept) {
   int rc = 0;
   for (size_t i = 0; i < out->items.n && !rc; i++) {
-    uop *r = s->root_list.v[i], *buf = ptrmap_get(&s->roots, r);
+    uop *r = s->root_list.v[i], *buf = ptrmap_get(&s->roots, r), *old = ptrmap_get(&s->origin, r);
     bool target = false;
     for (int j = 0; j < g->nsrc && !target; j++) target = g->src[j] == r;
-    if (!buf || (!target && !atomic_load_explicit(&r->handles, memory_order_relaxed))) continue;
+    uop *held = old ? old : r; /* before the layout rewrites: the node a handle holds */
+    if (!buf || (!target && !atomic_load_explicit(&held->handles, memory_order_relaxed))) continue;
     rc = ptrmap_put(kept, buf, buf);
     const uop *ast = out->items.v[i].ast;
-    if (!rc && (!ast || ast->src[0] != r) && (VEC_PUSH(out->keep, r) || VEC_PUSH(out->keep, buf))) rc = TG_ERR_NOMEM;
+    if (!rc && (!ast || ast->src[0] != r) && (VEC_PUSH(out->keep, held) || VEC_PUSH(out->keep, buf))) rc = TG_ERR_NOMEM;
   }
   return rc;
 }
@@ -392,6 +394,7 @@ int schedule_build(uop **targets, int n, schedule *out) {
   uop *g = sink ? graph_rewrite_ex(sink, realized_rules, NULL, true) : NULL;
   if (!g) { rc = tg_set_error(TG_ERR_NOMEM, "schedule: out of memory"); goto done; }
   if (tg_spec_checks() && (rc = uop_spec_tensor(g)) < 0) goto done;
+  if (!(g = layout_rewrite(g, s.dev, &s.origin))) { rc = tg_set_error(TG_ERR_NOMEM, "schedule: out of memory"); goto done; }
   for (int i = 0; i < g->nsrc; i++)
     if (g->src[i]->op != OP_BUFFER) add_root(&s, g->src[i]);
   if ((norder = uop_toposort(g, &order)) < 0) { rc = tg_set_error(TG_ERR_NOMEM, "schedule: out of memory"); goto done; }
@@ -411,7 +414,7 @@ int schedule_build(uop **targets, int n, schedule *out) {
 done:
   free(order);
   ptrmap_free(&kept);
-  ptrmap_free(&s.roots), ptrmap_free(&s.owner), ptrmap_free(&s.reached), ptrmap_free(&s.users);
+  ptrmap_free(&s.roots), ptrmap_free(&s.owner), ptrmap_free(&s.reached), ptrmap_free(&s.users), ptrmap_free(&s.origin);
   VEC_FREE(s.root_list);
   return rc;
 }

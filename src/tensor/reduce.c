@@ -3,7 +3,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codegen/codegen.h" /* cpu_vector_bytes: the panel width */
 #include "tensor/shape.h"
 #include "tensor/tensor.h"
 
@@ -322,19 +321,6 @@ tg_tensor *tg_cumsum(tg_tensor *t, int axis) {
 
 /* ---------------------------------------------------------------- matmul */
 
-/* Columns per packed panel of the right operand of an (n, k) @ (k, m) product, or 0 to read
- * it in place. A large product reads y down its columns: one row per step of k, so a new page
- * (past the TLB's reach) and, for power-of-two widths, the same few cache sets every step.
- * Like BLAS, y is first copied into panels of w columns stored k-major, (.., m/w, k, w), which
- * the register tile then reads as one stream; w is two vector registers, the tile's row width.
- * The copy costs k*m moves against n*k*m multiply-adds; m is padded with zero columns to whole
- * panels and the padding cut off the result. sgemm 2048: 12 → 89 GFLOPS (docs/performance.md). */
-static int64_t pack_width(int64_t n, int64_t k, int64_t m, int nd, tg_dtype acc) {
-  int64_t w = 2 * cpu_vector_bytes() / (int64_t)tg_dtype_size(acc);
-  bool big = n >= 32 && k >= 32 && m >= 4 * w && (double)n * (double)k * (double)m >= (double)(1 << 24);
-  return big && nd + 2 <= TG_MAX_DIMS ? w : 0;
-}
-
 /* sum over k of x (.., n, 1, k) * y (.., 1, m, k), cast to dt: (.., n, m). */
 static tg_tensor *product_sum(tg_tensor *x, tg_tensor *y, int axis, tg_dtype dt) {
   tg_tensor *p = tg_mul(x, y);
@@ -347,31 +333,12 @@ static tg_tensor *product_sum(tg_tensor *x, tg_tensor *y, int axis, tg_dtype dt)
   return r;
 }
 
-/* x (.., n, k) @ y (.., k, m) in the accumulation dtype of both, the result cast to dt. */
+/* x (.., n, k) @ y (.., k, m) in the accumulation dtype of both, the result cast to dt: the sum
+ * over k of (.., n, 1, k) * (.., 1, m, k). How a device reads the operands (a large product's
+ * right operand in panels) is the scheduler's choice (src/schedule/layout.c). */
 static tg_tensor *matmul_product(tg_tensor *x, tg_tensor *y, tg_dtype dt) {
   if (!x || !y) return NULL;
-  int xn = tg_ndim(x), yn = tg_ndim(y);
-  int64_t n = tg_dim(x, -2), k = tg_dim(y, -2), m = tg_dim(y, -1);
-  int64_t w = pack_width(n, k, m, xn > yn ? xn : yn, tg_get_dtype(y));
-  if (!w) /* (.., n, 1, k) * (.., 1, m, k) */
-    return product_sum(tg_unsqueeze(x, -2), tg_unsqueeze(tg_transpose(y, -1, -2), -3), -1, dt);
-  int64_t panels[TG_MAX_DIMS], mp = (m + w - 1) / w * w, zero[TG_MAX_DIMS] = {0}, pad[TG_MAX_DIMS] = {0};
-  int order[TG_MAX_DIMS];
-  pad[yn - 1] = mp - m; /* zero columns up to whole panels, cut off the result below */
-  if (mp != m && !(y = tg_pad(y, zero, pad, 0))) return NULL;
-  memcpy(panels, uop_shape(y->u), sizeof(int64_t) * (size_t)yn);
-  panels[yn - 1] = mp / w, panels[yn] = w; /* (.., k, m/w, w) */
-  for (int i = 0; i <= yn; i++) order[i] = i < yn - 2 ? i : i == yn - 2 ? yn - 1 : i == yn - 1 ? yn - 2 : yn;
-  tg_tensor *packed = tg_contiguous(tg_permute(tg_reshape(y, panels, yn + 1), order, yn + 1)); /* (.., m/w, k, w) */
-  tg_tensor *r = product_sum(tg_unsqueeze(tg_unsqueeze(x, -1), -3), tg_unsqueeze(packed, -4), -2, dt); /* (.., n, m/w, w) */
-  if (!r) return NULL;
-  int64_t shape[TG_MAX_DIMS];
-  int rn = tg_ndim(r);
-  memcpy(shape, uop_shape(r->u), sizeof(int64_t) * (size_t)rn);
-  shape[rn - 2] = mp;
-  r = tg_reshape(r, shape, rn - 1);
-  /* the padded product is stored whole: computed under the slice, its index math would gather */
-  return mp == m || !r ? r : tg_slice(tg_contiguous(r), -1, 0, m, 1);
+  return product_sum(tg_unsqueeze(x, -2), tg_unsqueeze(tg_transpose(y, -1, -2), -3), -1, dt);
 }
 
 tg_tensor *tg_matmul(tg_tensor *a, tg_tensor *b) {

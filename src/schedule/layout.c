@@ -1,0 +1,242 @@
+/* layout.c — layout rewrites: how the inputs of a kernel lie in memory, chosen from the
+ * capabilities of the device that runs it, on the tensor graph before fusion. tensor/ and nn/
+ * build plain graphs (a matmul is a sum of a broadcast product); these rules decide what a
+ * device wants stored differently, so matmuls made by autograd get the same treatment as the
+ * ones a user writes. No rule changes a value, except that chunking sums in another order.
+ *
+ *   panels  a large product-sum (a matmul) reads the operand that varies along the result's
+ *           innermost axis through k-major panels of two vector registers' width;
+ *   chunks  a reduction over the batch and other axes of a product of re-read inputs larger
+ *           than half the L2 is summed per chunk of images, then over the partial sums.
+ *
+ * Both are rules on REDUCE_AXIS (rules[] below); docs/architecture.md, "Layout rewrites". */
+#include <stdlib.h>
+#include <string.h>
+
+#include "schedule/schedule.h"
+
+#include "codegen/codegen.h"
+#include "device/device.h"
+#include "tensor/tensor.h"
+#include "uop/dtype.h"
+
+/* ---- view helpers (NULL in, NULL out) */
+
+static uop *view(uop_op op, uop *x, const int64_t *arg, int narg) {
+  return x ? uop_new(op, x->dtype, &x, 1, arg, narg) : NULL;
+}
+
+static uop *reshape(uop *x, const int64_t *shape, int nd) { return x ? ushape_reshape(x, shape, nd) : NULL; }
+static uop *sum(uop *x, const int *axes, int n) { return x ? ureduce(x, OP_ADD, axes, n) : NULL; }
+
+/* x permuted so that axis i of the result is axis perm[i] of x: a RESHAPE when only unit axes
+ * move (the flat order stays), nothing when the order stays. */
+static uop *permute(uop *x, const int *perm) {
+  if (!x) return NULL;
+  int nd = uop_ndim(x), last = -1;
+  int64_t arg[TG_MAX_DIMS], shape[TG_MAX_DIMS];
+  bool in_order = true;
+  for (int i = 0; i < nd; i++) {
+    arg[i] = perm[i], shape[i] = uop_shape(x)[perm[i]];
+    if (shape[i] == 1) continue;
+    in_order &= perm[i] > last, last = perm[i];
+  }
+  return in_order ? reshape(x, shape, nd) : view(OP_PERMUTE, x, arg, nd);
+}
+
+/* ---- panels */
+
+typedef struct product {
+  uop *x0, *y0;     /* the operands before their broadcast: y0 varies along `along`, x0 not */
+  int nd, reduce, along;
+  const int64_t *shape; /* of the product */
+} product;
+
+/* u = REDUCE_AXIS(ADD, one axis) of MUL(EXPAND x0, EXPAND y0) where x0 is broadcast along the
+ * result's innermost axis that y0 varies along, and y0 along an axis x0 varies along: a
+ * matmul, with x0 the left operand and y0 the right one. rows: the left operand's rows. */
+static bool match_product(uop *u, product *p, int64_t *rows) {
+  if (u->arg[0] != OP_ADD || u->narg != 2 || u->src[0]->op != OP_MUL) return false;
+  uop *mul = u->src[0], *a = mul->src[0], *b = mul->src[1];
+  if (a->op != OP_EXPAND || b->op != OP_EXPAND) return false;
+  p->nd = uop_ndim(mul), p->reduce = (int)u->arg[1], p->shape = uop_shape(mul), p->along = -1;
+  for (int i = p->nd - 1; i >= 0 && p->along < 0; i--)
+    if (i != p->reduce && p->shape[i] > 1) p->along = i;
+  if (p->along < 0) return false;
+  bool a_varies = uop_shape(a->src[0])[p->along] > 1;
+  p->x0 = a_varies ? b->src[0] : a->src[0], p->y0 = a_varies ? a->src[0] : b->src[0];
+  const int64_t *xs = uop_shape(p->x0), *ys = uop_shape(p->y0);
+  if (xs[p->along] != 1 || xs[p->reduce] != p->shape[p->reduce] || ys[p->reduce] != p->shape[p->reduce]) return false;
+  *rows = 1;
+  for (int i = 0; i < p->nd; i++)
+    if (ys[i] == 1 && xs[i] > 1) *rows *= xs[i];
+  return *rows > 1;
+}
+
+/* Columns per panel for an (n, k) @ (k, m) product, or 0 to read the right operand in place.
+ * A large product reads it down its columns: one row per step of k, so a new page (past the
+ * TLB's reach) and, for power-of-two widths, the same few cache sets every step. Like BLAS,
+ * it is first copied into panels of w columns stored k-major, which the register tile then
+ * reads as one stream; w is two vector registers, the tile's row width. The copy costs k*m
+ * moves against n*k*m multiply-adds. Devices of scalar work-items read in place. */
+static int64_t panel_width(const device_caps *caps, int64_t n, int64_t k, int64_t m, int nd, tg_dtype dt) {
+  if (caps->max_local_size > 1) return 0;
+  int64_t w = 2 * caps->vector_bytes / (int64_t)tg_dtype_size(dt);
+  bool big = n >= 32 && k >= 32 && m >= 4 * w && (double)n * (double)k * (double)m >= (double)(1 << 24);
+  return big && nd + 1 <= TG_MAX_DIMS ? w : 0;
+}
+
+/* in (a shape of the product's rank) with the `along` axis split in place into (outer, w),
+ * or into (1, 1) where in is broadcast along it. */
+static void split_shape(const product *p, const int64_t *in, int64_t outer, int64_t w, int64_t *out) {
+  int k = 0;
+  for (int i = 0; i < p->nd; i++) {
+    if (i != p->along) out[k++] = in[i];
+    else out[k++] = in[i] == 1 ? 1 : outer, out[k++] = in[i] == 1 ? 1 : w;
+  }
+}
+
+/* The order the product is summed in: the split shape with w moved last (a register tile row
+ * of w lanes). The reduce axis keeps its index; perm[i] is the split axis at position i. */
+static void sum_order(const product *p, int *perm) {
+  int k = 0;
+  for (int i = 0; i <= p->nd; i++)
+    if (i != p->along + 1) perm[k++] = i;
+  perm[k] = p->along + 1;
+}
+
+/* The right operand stored in panels: padded to whole panels, split, laid out as (other axes,
+ * panel, k, w) and stored; returned in the sum's order. */
+static uop *panels_of(const product *p, int64_t mp, int64_t w) {
+  int nd = p->nd, stored[TG_MAX_DIMS + 1], at[TG_MAX_DIMS + 1], order[TG_MAX_DIMS + 1], back[TG_MAX_DIMS + 1], n = 0;
+  int reduce = p->reduce < p->along ? p->reduce : p->reduce + 1; /* in the split shape */
+  int64_t pad[2 * TG_MAX_DIMS] = {0}, padded[TG_MAX_DIMS], split[TG_MAX_DIMS + 1];
+  memcpy(padded, uop_shape(p->y0), sizeof(int64_t) * (size_t)nd);
+  padded[p->along] = mp, pad[2 * p->along + 1] = mp - p->shape[p->along];
+  uop *y = mp == p->shape[p->along] ? p->y0 : view(OP_PAD, p->y0, pad, 2 * nd);
+  split_shape(p, padded, mp / w, w, split);
+  for (int i = 0; i <= nd; i++)
+    if (i != p->along && i != p->along + 1 && i != reduce) stored[n++] = i;
+  stored[n++] = p->along, stored[n++] = reduce, stored[n++] = p->along + 1;
+  for (int i = 0; i <= nd; i++) at[stored[i]] = i;
+  sum_order(p, order);
+  for (int i = 0; i <= nd; i++) back[i] = at[order[i]];
+  return permute(view(OP_CONTIGUOUS, permute(reshape(y, split, nd + 1), stored), NULL, 0), back);
+}
+
+static uop *panel_rule(const device_caps *caps, uop *u) {
+  product p;
+  int64_t rows;
+  if (!match_product(u, &p, &rows)) return NULL;
+  int64_t m = p.shape[p.along], w = panel_width(caps, rows, p.shape[p.reduce], m, p.nd, u->dtype);
+  if (!w) return NULL;
+  int64_t mp = (m + w - 1) / w * w, split[TG_MAX_DIMS + 1], xsplit[TG_MAX_DIMS + 1], sum_shape[TG_MAX_DIMS + 1];
+  int order[TG_MAX_DIMS + 1];
+  split_shape(&p, p.shape, mp / w, w, split);
+  split_shape(&p, uop_shape(p.x0), 1, 1, xsplit);
+  sum_order(&p, order);
+  for (int i = 0; i <= p.nd; i++) sum_shape[i] = split[order[i]];
+  uop *x = permute(reshape(p.x0, xsplit, p.nd + 1), order), *y = panels_of(&p, mp, w);
+  x = x ? ushape_expand(x, sum_shape, p.nd + 1) : NULL;
+  y = y ? ushape_expand(y, sum_shape, p.nd + 1) : NULL;
+  if (!x || !y) return NULL;
+  int axis = p.reduce;
+  int64_t out[TG_MAX_DIMS];
+  memcpy(out, uop_shape(u), sizeof(int64_t) * (size_t)p.nd);
+  out[p.along] = mp; /* w moved past unit and reduced axes only: the flat order is the same */
+  uop *r = reshape(sum(uop_new2(OP_MUL, u->src[0]->dtype, x, y), &axis, 1), out, p.nd);
+  if (mp == m) return r;
+  /* the padded product is stored whole: computed under the shrink, its index math would gather */
+  int64_t keep[2 * TG_MAX_DIMS];
+  for (int i = 0; i < p.nd; i++) keep[2 * i] = 0, keep[2 * i + 1] = uop_shape(u)[i];
+  return view(OP_SHRINK, view(OP_CONTIGUOUS, r, NULL, 0), keep, 2 * p.nd);
+}
+
+/* ---- chunks */
+
+/* Bytes of the node a view chain reads, and whether the chain repeats its elements. */
+static double read_bytes(uop *u, bool *expands) {
+  for (; uop_is_movement(u); u = u->src[0])
+    if (u->op == OP_EXPAND) *expands |= shape_numel(uop_shape(u), uop_ndim(u)) > shape_numel(uop_shape(u->src[0]), uop_ndim(u));
+  return (double)shape_numel(uop_shape(u), uop_ndim(u)) * (double)tg_dtype_size(u->dtype);
+}
+
+/* Images per partial sum of a reduction over the batch (axis 0) and other axes of a product of
+ * re-read inputs (a conv weight gradient), or 0 to sum in one kernel. Summed over the whole
+ * batch at once, the kernel walks all of its inputs once per register tile of outputs; summed
+ * per chunk of images whose inputs fit in half the L2, each chunk is read from memory once and
+ * the partial sums are added by a second kernel. The largest such divisor of the batch. */
+static int64_t batch_chunk(const device_caps *caps, uop *u) {
+  if (u->arg[0] != OP_ADD || u->narg < 3 || u->src[0]->op != OP_MUL || caps->max_local_size > 1) return 0;
+  bool batch = false, ea = false, eb = false;
+  for (int i = 1; i < u->narg; i++) batch |= u->arg[i] == 0;
+  uop *mul = u->src[0];
+  int64_t n = uop_shape(mul)[0];
+  double image = (read_bytes(mul->src[0], &ea) + read_bytes(mul->src[1], &eb)) / (double)n;
+  if (!batch || n < 2 || !ea || !eb) return 0;
+  int64_t fit = image > 0 ? (int64_t)((double)caps->l2_bytes / 2 / image) : n, chunk = 1;
+  for (int64_t c = fit < n ? fit : n; c >= 1 && chunk == 1; c--)
+    if (n % c == 0) chunk = c;
+  return chunk < n ? chunk : 0;
+}
+
+static uop *chunk_rule(const device_caps *caps, uop *u) {
+  int64_t chunk = batch_chunk(caps, u);
+  if (!chunk) return NULL;
+  uop *mul = u->src[0];
+  int nd = uop_ndim(mul), axes[TG_MAX_DIMS], na = 0;
+  if (nd + 1 > TG_MAX_DIMS) return NULL;
+  int64_t split[TG_MAX_DIMS], flat[2];
+  split[0] = uop_shape(mul)[0] / chunk, split[1] = chunk;
+  memcpy(split + 2, uop_shape(mul) + 1, sizeof(int64_t) * (size_t)(nd - 1));
+  axes[na++] = 1;
+  for (int i = 1; i < u->narg; i++)
+    if (u->arg[i] != 0) axes[na++] = (int)u->arg[i] + 1;
+  uop *part = sum(reshape(mul, split, nd + 1), axes, na); /* (batch/chunk, 1, outputs) */
+  /* the partials flat, (batch/chunk, outputs): their sum runs in whole vectors */
+  flat[0] = split[0], flat[1] = shape_numel(uop_shape(u), nd);
+  int first = 0;
+  return reshape(sum(reshape(part, flat, 2), &first, 1), uop_shape(u), nd);
+}
+
+/* ---- the pass */
+
+typedef uop *(*layout_fn)(const device_caps *caps, uop *reduce);
+static const layout_fn rules[] = {panel_rule, chunk_rule};
+
+static const device_caps *caps_of(uop *u, const device *dflt) {
+  const device *d = u->device == DEVICE_NONE || u->device == DEVICE_MIXED ? dflt : device_of_number(u->device);
+  return d ? &d->caps : NULL;
+}
+
+uop *layout_rewrite(uop *g, const device *dflt, ptrmap *origin) {
+  uop **order = NULL;
+  int n = uop_toposort(g, &order);
+  ptrmap done = {0}; /* old node → new node, where they differ */
+  uop *result = n < 0 ? NULL : g;
+  for (int i = 0; i < n && result; i++) {
+    uop *u = order[i], *now = u, **src = malloc(sizeof(uop *) * (size_t)(u->nsrc + 1));
+    bool changed = false;
+    if (!src) { result = NULL; break; }
+    for (int j = 0; j < u->nsrc; j++) {
+      src[j] = ptrmap_get(&done, u->src[j]);
+      changed |= src[j] != NULL;
+      if (!src[j]) src[j] = u->src[j];
+    }
+    if (changed) now = uop_replace_src(u, src, u->nsrc);
+    free(src);
+    const device_caps *caps = now && now->op == OP_REDUCE_AXIS ? caps_of(now, dflt) : NULL;
+    for (size_t r = 0; caps && r < sizeof rules / sizeof *rules; r++) {
+      uop *better = rules[r](caps, now);
+      if (better) { now = better; break; }
+    }
+    if (!now) { result = NULL; break; }
+    if (now == u) continue;
+    if (ptrmap_put(&done, u, now) < 0) result = NULL;
+    else if (atomic_load_explicit(&u->handles, memory_order_relaxed) && ptrmap_put(origin, now, u) < 0) result = NULL;
+    if (u == g) result = now;
+  }
+  free(order);
+  ptrmap_free(&done);
+  return result;
+}
