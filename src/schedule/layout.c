@@ -209,22 +209,22 @@ static const device_caps *caps_of(uop *u, const device *dflt) {
   return d ? &d->caps : NULL;
 }
 
-uop *layout_rewrite(uop *g, const device *dflt, ptrmap *origin) {
-  uop **order = NULL;
-  int n = uop_toposort(g, &order);
+/* The nodes of g in order (sources first), rewritten; NULL when out of memory. */
+static uop *rewrite_in_order(uop **order, int n, uop *g, const device *dflt, ptrmap *origin) {
   ptrmap done = {0}; /* old node → new node, where they differ */
-  uop *result = n < 0 ? NULL : g;
+  uop *result = g;
   for (int i = 0; i < n && result; i++) {
-    uop *u = order[i], *now = u, **src = malloc(sizeof(uop *) * (size_t)(u->nsrc + 1));
-    bool changed = false;
-    if (!src) { result = NULL; break; }
+    uop *u = order[i], *now = u, **src = NULL;
     for (int j = 0; j < u->nsrc; j++) {
-      src[j] = ptrmap_get(&done, u->src[j]);
-      changed |= src[j] != NULL;
-      if (!src[j]) src[j] = u->src[j];
+      uop *to = done.count ? ptrmap_get(&done, u->src[j]) : NULL;
+      if (!to) continue;
+      if (!src) { /* the first changed source: copy them all */
+        if (!(src = malloc(sizeof(uop *) * (size_t)u->nsrc))) return ptrmap_free(&done), NULL;
+        memcpy(src, u->src, sizeof(uop *) * (size_t)u->nsrc);
+      }
+      src[j] = to;
     }
-    if (changed) now = uop_replace_src(u, src, u->nsrc);
-    free(src);
+    if (src) now = uop_replace_src(u, src, u->nsrc), free(src);
     const device_caps *caps = now && now->op == OP_REDUCE_AXIS ? caps_of(now, dflt) : NULL;
     for (size_t r = 0; caps && r < sizeof rules / sizeof *rules; r++) {
       uop *better = rules[r](caps, now);
@@ -236,7 +236,16 @@ uop *layout_rewrite(uop *g, const device *dflt, ptrmap *origin) {
     else if (atomic_load_explicit(&u->handles, memory_order_relaxed) && ptrmap_put(origin, now, u) < 0) result = NULL;
     if (u == g) result = now;
   }
-  free(order);
   ptrmap_free(&done);
   return result;
+}
+
+int layout_rewrite(uop **g, const device *dflt, ptrmap *origin, uop ***order) {
+  int n = uop_toposort(*g, order);
+  uop *now = n < 0 ? NULL : rewrite_in_order(*order, n, *g, dflt, origin);
+  if (now == *g) return n;
+  free(*order), *order = NULL;
+  if (!now) return -1;
+  *g = now;
+  return uop_toposort(now, order);
 }

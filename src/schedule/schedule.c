@@ -394,10 +394,9 @@ int schedule_build(uop **targets, int n, schedule *out) {
   uop *g = sink ? graph_rewrite_ex(sink, realized_rules, NULL, true) : NULL;
   if (!g) { rc = tg_set_error(TG_ERR_NOMEM, "schedule: out of memory"); goto done; }
   if (tg_spec_checks() && (rc = uop_spec_tensor(g)) < 0) goto done;
-  if (!(g = layout_rewrite(g, s.dev, &s.origin))) { rc = tg_set_error(TG_ERR_NOMEM, "schedule: out of memory"); goto done; }
+  if ((norder = layout_rewrite(&g, s.dev, &s.origin, &order)) < 0) { rc = tg_set_error(TG_ERR_NOMEM, "schedule: out of memory"); goto done; }
   for (int i = 0; i < g->nsrc; i++)
     if (g->src[i]->op != OP_BUFFER) add_root(&s, g->src[i]);
-  if ((norder = uop_toposort(g, &order)) < 0) { rc = tg_set_error(TG_ERR_NOMEM, "schedule: out of memory"); goto done; }
   for (int i = 0; i < norder; i++)
     for (int j = 0; j < order[i]->nsrc; j++)
       ptrmap_put(&s.users, order[i]->src[j], (void *)((uintptr_t)ptrmap_get(&s.users, order[i]->src[j]) + 1));

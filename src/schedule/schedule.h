@@ -34,10 +34,11 @@ typedef struct schedule {
 /* The schedule that computes every target (their buffers are allocated when their kernel
  * runs). 0, or a negative status with the error set; free it either way. */
 int schedule_build(uop **targets, int n, schedule *s);
-/* Internal (layout.c): g with the layout rewrites chosen for each node's device (dflt for
- * nodes of none); origin gets (new node → old node) for each rewritten node a tensor handle
- * holds, so that its buffer can still become that node's value. NULL when out of memory. */
-uop *layout_rewrite(uop *g, const device *dflt, ptrmap *origin);
+/* Internal (layout.c): *g replaced by g with the layout rewrites chosen for each node's
+ * device (dflt for nodes of none), and *order by its nodes in order (sources first; caller
+ * frees): their number, or -1 when out of memory. origin gets (new node → old node) for each
+ * rewritten node a tensor handle holds, so that its buffer can still become its value. */
+int layout_rewrite(uop **g, const device *dflt, ptrmap *origin, uop ***order);
 /* Release what schedule_build made (the pool back to s->mark). */
 void schedule_free(schedule *s);
 #endif
