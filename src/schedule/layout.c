@@ -7,9 +7,11 @@
  *   panels  a large product-sum (a matmul) reads the operand that varies along the result's
  *           innermost axis through k-major panels of two vector registers' width;
  *   chunks  a reduction over the batch and other axes of a product of re-read inputs larger
- *           than half the L2 is summed per chunk of images, then over the partial sums.
+ *           than half the L2 is summed per chunk of images, then over the partial sums;
+ *   converted  a product's re-read operand converted from a 16-bit float is converted once
+ *           and stored (host devices convert those in software).
  *
- * Both are rules on REDUCE_AXIS (rules[] below); docs/architecture.md, "Layout rewrites". */
+ * All are rules on REDUCE_AXIS (rules[] below); docs/architecture.md, "Layout rewrites". */
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,7 +29,7 @@ static uop *view(uop_op op, uop *x, const int64_t *arg, int narg) {
 }
 
 static uop *reshape(uop *x, const int64_t *shape, int nd) { return x ? ushape_reshape(x, shape, nd) : NULL; }
-static uop *sum(uop *x, const int *axes, int n) { return x ? ureduce(x, OP_ADD, axes, n) : NULL; }
+static uop *sum_axes(uop *x, const int *axes, int n) { return x ? ureduce(x, OP_ADD, axes, n) : NULL; }
 
 /* x permuted so that axis i of the result is axis perm[i] of x: a RESHAPE when only unit axes
  * move (the flat order stays), nothing when the order stays. */
@@ -42,6 +44,37 @@ static uop *permute(uop *x, const int *perm) {
     in_order &= perm[i] > last, last = perm[i];
   }
   return in_order ? reshape(x, shape, nd) : view(OP_PERMUTE, x, arg, nd);
+}
+
+/* ---- converted operands */
+
+/* u's view chain rebuilt over `base` in place of the node it starts from. */
+static uop *rebase(uop *u, uop *base) {
+  if (!uop_is_movement(u) || !base) return base;
+  uop *src = rebase(u->src[0], base);
+  return src ? uop_replace_src(u, &src, 1) : NULL;
+}
+
+static bool repeats(uop *e) {
+  return e->op == OP_EXPAND && shape_numel(uop_shape(e), uop_ndim(e)) > shape_numel(uop_shape(e->src[0]), uop_ndim(e));
+}
+
+/* A product-sum reads each broadcast operand once per element of the other's axes. An operand
+ * converted from a 16-bit float (in software on a host device: a dozen integer ops per load,
+ * inside the reduction) is converted once and stored in the product's dtype instead. */
+static uop *converted_rule(const device_caps *caps, uop *u) {
+  if (caps->max_local_size > 1 || u->arg[0] != OP_ADD || u->src[0]->op != OP_MUL) return NULL;
+  uop *mul = u->src[0], *src[2];
+  bool changed = false;
+  for (int i = 0; i < 2; i++) {
+    uop *e = src[i] = mul->src[i], *c = e;
+    while (uop_is_movement(c)) c = c->src[0];
+    if (!repeats(e) || c->op != OP_CAST || !dtype_is_half(c->src[0]->dtype)) continue;
+    if (!(src[i] = rebase(e, view(OP_CONTIGUOUS, c, NULL, 0)))) return NULL;
+    changed = true;
+  }
+  uop *product = changed ? uop_replace_src(mul, src, 2) : NULL;
+  return product ? uop_replace_src(u, &product, 1) : NULL;
 }
 
 /* ---- panels */
@@ -141,10 +174,12 @@ static uop *panel_rule(const device_caps *caps, uop *u) {
   y = y ? ushape_expand(y, sum_shape, p.nd + 1) : NULL;
   if (!x || !y) return NULL;
   int axis = p.reduce;
+  uop *sum = sum_axes(uop_new2(OP_MUL, u->src[0]->dtype, x, y), &axis, 1);
+  uop *converted = sum ? converted_rule(caps, sum) : NULL; /* x, when converted: y's panels are */
   int64_t out[TG_MAX_DIMS];
   memcpy(out, uop_shape(u), sizeof(int64_t) * (size_t)p.nd);
   out[p.along] = mp; /* w moved past unit and reduced axes only: the flat order is the same */
-  uop *r = reshape(sum(uop_new2(OP_MUL, u->src[0]->dtype, x, y), &axis, 1), out, p.nd);
+  uop *r = reshape(converted ? converted : sum, out, p.nd);
   if (mp == m) return r;
   /* the padded product is stored whole: computed under the shrink, its index math would gather */
   int64_t keep[2 * TG_MAX_DIMS];
@@ -156,8 +191,7 @@ static uop *panel_rule(const device_caps *caps, uop *u) {
 
 /* Bytes of the node a view chain reads, and whether the chain repeats its elements. */
 static double read_bytes(uop *u, bool *expands) {
-  for (; uop_is_movement(u); u = u->src[0])
-    if (u->op == OP_EXPAND) *expands |= shape_numel(uop_shape(u), uop_ndim(u)) > shape_numel(uop_shape(u->src[0]), uop_ndim(u));
+  for (; uop_is_movement(u); u = u->src[0]) *expands |= repeats(u);
   return (double)shape_numel(uop_shape(u), uop_ndim(u)) * (double)tg_dtype_size(u->dtype);
 }
 
@@ -192,17 +226,19 @@ static uop *chunk_rule(const device_caps *caps, uop *u) {
   axes[na++] = 1;
   for (int i = 1; i < u->narg; i++)
     if (u->arg[i] != 0) axes[na++] = (int)u->arg[i] + 1;
-  uop *part = sum(reshape(mul, split, nd + 1), axes, na); /* (batch/chunk, 1, outputs) */
+  uop *part = sum_axes(reshape(mul, split, nd + 1), axes, na); /* (batch/chunk, 1, outputs) */
   /* the partials flat, (batch/chunk, outputs): their sum runs in whole vectors */
   flat[0] = split[0], flat[1] = shape_numel(uop_shape(u), nd);
   int first = 0;
-  return reshape(sum(reshape(part, flat, 2), &first, 1), uop_shape(u), nd);
+  return reshape(sum_axes(reshape(part, flat, 2), &first, 1), uop_shape(u), nd);
 }
 
 /* ---- the pass */
 
 typedef uop *(*layout_fn)(const device_caps *caps, uop *reduce);
-static const layout_fn rules[] = {panel_rule, chunk_rule};
+/* Each rule gets the previous one's result while that is still a reduction (panels, which
+ * are not, apply the converted rule to the sum they make). */
+static const layout_fn rules[] = {panel_rule, converted_rule, chunk_rule};
 
 static const device_caps *caps_of(uop *u, const device *dflt) {
   const device *d = u->device == DEVICE_NONE || u->device == DEVICE_MIXED ? dflt : device_of_number(u->device);
@@ -226,9 +262,9 @@ static uop *rewrite_in_order(uop **order, int n, uop *g, const device *dflt, ptr
     }
     if (src) now = uop_replace_src(u, src, u->nsrc), free(src);
     const device_caps *caps = now && now->op == OP_REDUCE_AXIS ? caps_of(now, dflt) : NULL;
-    for (size_t r = 0; caps && r < sizeof rules / sizeof *rules; r++) {
+    for (size_t r = 0; caps && now && now->op == OP_REDUCE_AXIS && r < sizeof rules / sizeof *rules; r++) {
       uop *better = rules[r](caps, now);
-      if (better) { now = better; break; }
+      if (better) now = better;
     }
     if (!now) { result = NULL; break; }
     if (now == u) continue;

@@ -279,11 +279,20 @@ static uop *kernel_ast(kctx *k, uop *root) {
   if (!to_param(k, out, uop_shape(out), uop_ndim(out))) return NULL; /* slot 0 */
   k->root = root;
   uop *expr = root->op == OP_CONTIGUOUS ? root->src[0] : root;
-  /* A reshape leaves the flat order alone: a kernel ending in one computes the shape under it
-   * (a reduction's own dims, which the optimizer tiles) and stores the same flat elements. */
-  uop *under = expr;
-  while (under->op == OP_RESHAPE && !is_root(k->s, under->src[0])) under = under->src[0];
-  if (under->op == OP_REDUCE_AXIS) expr = under;
+  /* A reshape leaves the flat order alone, and so does an op of one source on each element
+   * (the cast of a half matmul's result): a kernel ending in those computes the shape under
+   * them (a reduction's own dims, which the optimizer tiles) and stores the same elements. */
+  enum { MAX_TAIL = 8 };
+  uop *under = expr, *tail[MAX_TAIL];
+  int ntail = 0;
+  while (under->nsrc == 1 && !is_root(k->s, under->src[0])) {
+    if ((uop_flags(under) & UOP_FLAG_UNARY) && ntail < MAX_TAIL) tail[ntail++] = under;
+    else if (under->op != OP_RESHAPE) break;
+    under = under->src[0];
+  }
+  if (under->op == OP_REDUCE_AXIS)
+    for (expr = under; ntail > 0 && expr;) expr = uop_replace_src(tail[--ntail], &expr, 1);
+  if (!expr) return NULL;
   if (make_value_blocks(k, expr) < 0) return NULL;
   uop *src[8];
   int n = expr->nsrc;
