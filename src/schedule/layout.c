@@ -99,7 +99,8 @@ static bool match_product(uop *u, product *p, int64_t *rows) {
   bool a_varies = uop_shape(a->src[0])[p->along] > 1;
   p->x0 = a_varies ? b->src[0] : a->src[0], p->y0 = a_varies ? a->src[0] : b->src[0];
   const int64_t *xs = uop_shape(p->x0), *ys = uop_shape(p->y0);
-  if (xs[p->along] != 1 || xs[p->reduce] != p->shape[p->reduce] || ys[p->reduce] != p->shape[p->reduce]) return false;
+  if (xs[p->along] != 1 || ys[p->along] != p->shape[p->along]) return false;
+  if (xs[p->reduce] != p->shape[p->reduce] || ys[p->reduce] != p->shape[p->reduce]) return false;
   *rows = 1;
   for (int i = 0; i < p->nd; i++)
     if (ys[i] == 1 && xs[i] > 1) *rows *= xs[i];
@@ -206,8 +207,9 @@ static int64_t batch_chunk(const device_caps *caps, uop *u) {
   for (int i = 1; i < u->narg; i++) batch |= u->arg[i] == 0;
   uop *mul = u->src[0];
   int64_t n = uop_shape(mul)[0];
+  if (!batch || n < 2) return 0;
   double image = (read_bytes(mul->src[0], &ea) + read_bytes(mul->src[1], &eb)) / (double)n;
-  if (!batch || n < 2 || !ea || !eb) return 0;
+  if (!ea || !eb) return 0;
   int64_t fit = image > 0 ? (int64_t)((double)caps->l2_bytes / 2 / image) : n, chunk = 1;
   for (int64_t c = fit < n ? fit : n; c >= 1 && chunk == 1; c--)
     if (n % c == 0) chunk = c;
