@@ -1,6 +1,7 @@
 """test_tensor.py — construction, properties, conversions, devices, autograd, errors and memory of
 tg.Tensor (values checked against numpy/PyTorch or by hand)."""
 import gc
+import os
 import math
 
 import numpy as np
@@ -241,3 +242,16 @@ def test_memory_flat_over_10000_steps():
         loss.backward()
         opt.step()
     assert _alive() == mid
+
+
+def test_library_stays_loaded_after_dlclose():
+    """cffi dlcloses the library when its lib object dies at exit, while the thread pool's workers
+    run in it: with RTLD_NODELETE it stays mapped and the process exits cleanly."""
+    import subprocess
+    import sys
+    code = ("import time, tg\nfrom tg import Tensor\n(Tensor.rand(256, 256) @ Tensor.rand(256, 256)).realize()\n"
+            "tg._lib.ffi.dlclose(tg._lib.lib)\ntime.sleep(0.2)\n"
+            "print(any(tg.LIB_PATH in line for line in open('/proc/self/maps')))\n")
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(tg.__file__)))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "True", (out.returncode, out.stdout, out.stderr)

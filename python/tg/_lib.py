@@ -57,7 +57,9 @@ ffi.cdef(_declarations(os.path.join(INCLUDE_DIR, "tg.h")))
 ffi.cdef(_declarations(os.path.join(INCLUDE_DIR, "tg_nn.h")))
 # Internal but exported: the status of the last failed call that returned NULL (runtime/helpers.h).
 ffi.cdef("int tg_error_status(void);")
-lib = ffi.dlopen(LIB_PATH)
+# RTLD_NODELETE: cffi dlcloses the library when `lib` is collected at interpreter exit, while tg's
+# thread-pool workers still run code in it (a segfault at exit, issue 15); it must stay mapped.
+lib = ffi.dlopen(LIB_PATH, ffi.RTLD_NOW | ffi.RTLD_NODELETE)
 NULL = ffi.NULL
 
 ALL_AXES = int(_defines(os.path.join(INCLUDE_DIR, "tg.h")).get("TG_ALL_AXES", -1000000))
