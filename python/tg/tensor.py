@@ -321,11 +321,17 @@ class Tensor:
     # ------------------------------------------------------------ conversions
     def realize(self, *lst):
         """Compute self and lst in one schedule; an Optimizer.schedule_step() item runs the step too."""
-        ts = [self] + [t for t in lst if isinstance(t, Tensor)]
-        steps = [s.opt for s in lst if isinstance(s, _OptimizerStep)]
-        for s in lst:
-            if isinstance(s, (list, tuple)):
-                return self.realize(*[t for t in lst if not isinstance(t, (list, tuple))], *s)
+        ts, steps, todo = [self], [], list(lst)
+        while todo:
+            x = todo.pop(0)
+            if isinstance(x, (list, tuple)):
+                todo[:0] = x
+            elif isinstance(x, _OptimizerStep):
+                steps.append(x.opt)
+            elif isinstance(x, Tensor):
+                ts.append(x)
+            else:
+                raise TypeError("tg: realize takes Tensors and Optimizer.schedule_step() items, not %r" % (x,))
         arr = ffi.new("tg_tensor *[]", [t._h for t in ts])
         if steps:
             for o in steps[:-1]:
