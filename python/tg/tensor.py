@@ -17,6 +17,7 @@ from .device import Device
 
 _shape_buf = ffi.new("int64_t[64]")
 _new = object.__new__
+_free = lib.tg_free
 _PAD_MODES = {"constant": 0, "reflect": 1, "replicate": 2, "circular": 3}
 _SCATTER = {"sum": 0, "add": 0, "prod": 1, "multiply": 1, "mean": 2, "amax": 3, "amin": 4}
 _REDUCTION = {"mean": 0, "sum": 1, "none": 2}
@@ -139,8 +140,8 @@ class Tensor:
 
     def __del__(self):
         try:
-            lib.tg_free(self._h)
-        except (AttributeError, TypeError):  # half-built object, or interpreter shutdown
+            _free(self._h)
+        except (AttributeError, TypeError, NameError):  # half-built object, or interpreter shutdown
             pass
 
     @staticmethod
@@ -996,6 +997,30 @@ _BINARY = {
     "bitwise_and": "bitwise_and", "bitwise_or": "bitwise_or", "bitwise_xor": "bitwise_xor", "atan2": "atan2",
     "copysign": "copysign", "fmod": "fmod", "logaddexp": "logaddexp", "mod": "mod", "floordiv": "floordiv",
 }
+
+
+def _fast_binary(fn, slow):
+    """An operator whose Tensor-Tensor case is one C call with nothing else around it (the
+    per-op cost bench/python_overhead.py measures); other operands go through slow."""
+    def op(self, x):
+        if type(x) is Tensor:
+            p = fn(self._h, x._h)
+            if p:
+                t = _new(Tensor)
+                t._h = p
+                return t
+            raise error()
+        return slow(self, x)
+    op.__name__ = slow.__name__
+    return op
+
+
+# operator → the tg function of its Tensor-Tensor case (the slow path keeps scalars, dtypes, errors)
+_FAST = {"__add__": "add", "__sub__": "sub", "__mul__": "mul", "__truediv__": "div", "__matmul__": "matmul",
+         "__lt__": "lt", "__le__": "le", "__gt__": "gt", "__ge__": "ge", "__mod__": "mod", "__floordiv__": "floordiv",
+         "__pow__": "pow", "__and__": "bitwise_and", "__or__": "bitwise_or", "__xor__": "bitwise_xor"}
+for _name, _c in _FAST.items():
+    setattr(Tensor, _name, _fast_binary(getattr(lib, "tg_" + _c), getattr(Tensor, _name)))
 for _name, _c in _UNARY.items():
     setattr(Tensor, _name, _unary(getattr(lib, "tg_" + _c), _name))
 for _name, _c in _BINARY.items():
