@@ -609,3 +609,25 @@ def test_casts():
     bf = Tensor(x[:4]).cast(dtypes.bfloat16)
     close(bf.numpy(), torch.tensor(x[:4]).bfloat16().float(), 0, 0)
     check(lambda t: t.cast(dtypes.float64) * 2, lambda t: t.double() * 2, [(3,)])
+
+
+# ------------------------------------------------------------------ views as inputs
+VIEWS = {
+    "permute": lambda x: x.permute(2, 0, 1), "slice_step": lambda x: x[:, 1:, ::2], "flip": lambda x: x.flip(1),
+    "transpose": lambda x: x.transpose(0, 2), "expand": lambda x: x[:, :1].expand(2, 3, 4),
+    "pad_shrink": lambda x: F.pad(x, (1, 1))[..., 1:-1] if isinstance(x, torch.Tensor) else x.pad((1, 1))[..., 1:-1],
+    "reshape_of_permute": lambda x: x.permute(1, 0, 2).reshape(6, 4),
+}
+VIEW_OPS = {
+    "add_self": lambda v: v + v * 2, "exp": lambda v: v.exp(), "sum_last": lambda v: v.sum(-1),
+    "max_first": lambda v: v.max(0) if isinstance(v, Tensor) else v.amax(0),
+    "matmul_T": lambda v: v.reshape(-1, v.shape[-1]) @ v.reshape(-1, v.shape[-1]).transpose(0, 1),
+    "softmax": lambda v: v.softmax(-1), "contiguous_then_add": lambda v: v.contiguous() + 1,
+}
+
+
+@pytest.mark.parametrize("op", sorted(VIEW_OPS))
+@pytest.mark.parametrize("view", sorted(VIEWS))
+def test_ops_on_views(view, op):
+    """Ops on non-contiguous views (strided, flipped, expanded, padded), gradients through the view."""
+    check(lambda x: VIEW_OPS[op](VIEWS[view](x)), lambda x: VIEW_OPS[op](VIEWS[view](x)), [(2, 3, 4)])
