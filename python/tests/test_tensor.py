@@ -245,6 +245,7 @@ def test_memory_flat_over_10000_steps():
     assert _alive() == mid
     # 10,000 training steps of a small MLP (forward, backward, Adam, a read now and then):
     # tg's counters are exactly flat and the process's peak resident memory grows by < 8 MiB
+    Tensor.manual_seed(1)
     l1, l2 = tg.nn.Linear(4, 8), tg.nn.Linear(8, 2)
     opt = tg.nn.optim.Adam(tg.nn.state.get_parameters([l1, l2]), lr=0.01)
     x, y = Tensor.randn(16, 4).realize(), Tensor.randint(16, high=2).realize()
@@ -271,3 +272,34 @@ def test_library_stays_loaded_after_dlclose():
     env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(tg.__file__)))
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "True", (out.returncode, out.stdout, out.stderr)
+
+
+BAD_CALLS = [  # each must raise a Python exception, never crash the process
+    lambda t: t.reshape(-1, -1), lambda t: t.reshape(7), lambda t: t.permute(0, 0), lambda t: t.permute(0, 5),
+    lambda t: t.expand(5, 4), lambda t: t.sum(axis=(0, 0)), lambda t: t.sum(axis=9), lambda t: t.max(axis=-3),
+    lambda t: t.argmax(4), lambda t: t.softmax(3), lambda t: t.transpose(0, 7), lambda t: t.flatten(1, 0),
+    lambda t: t.unsqueeze(9), lambda t: t.squeeze(0), lambda t: t.pad(((1, 1),)), lambda t: t.pad((1, 1), mode="x"),
+    lambda t: t.shrink(((0, 9), None)), lambda t: t.cat(Tensor.ones(3, 3), dim=1), lambda t: t.split([1, 1], 1),
+    lambda t: t.repeat(-1, 1), lambda t: t.gather(0, Tensor([[0.5]])), lambda t: t.one_hot(3),
+    lambda t: t.conv2d(Tensor.ones(1, 1, 9, 9)), lambda t: t.max_pool2d(5), lambda t: t.layernorm(0),
+    lambda t: t @ Tensor.ones(5, 2), lambda t: t + None, lambda t: t.cast(99), lambda t: t.bitcast(dtypes.int8),
+    lambda t: t.sparse_categorical_crossentropy(Tensor([0.5, 1.5])), lambda t: t.sort(5),
+    lambda t: t.topk(9), lambda t: Tensor.ones(2**62, 2**62),
+    lambda t: Tensor.arange(0, 10, 0), lambda t: Tensor.eye(-1), lambda t: t[5], lambda t: t[0, 0, 0],
+    lambda t: t.interpolate((4,), mode="cubic"), lambda t: t.div(t, rounding_mode="round"),
+    lambda t: Tensor.einsum("ij,jk->ik", t), lambda t: t.lerp(Tensor.ones(2), 0.5),
+]
+
+
+def test_out_of_range_tensor_indices_select_zero_and_write_nothing():
+    """semantics.md: no data-dependent checks in a kernel (PyTorch raises)."""
+    assert Tensor([1.0, 2.0, 3.0])[Tensor([5, -1, -7])].tolist() == [0.0, 3.0, 0.0]
+    assert Tensor.ones(2, 3).scatter(0, Tensor([[7]]), 5.0).tolist() == [[1.0] * 3] * 2
+
+
+@pytest.mark.parametrize("k", range(len(BAD_CALLS)))
+def test_bad_arguments_raise(k):
+    t = Tensor.ones(2, 3)
+    with pytest.raises((ValueError, RuntimeError, MemoryError, IndexError, TypeError, KeyError)):
+        BAD_CALLS[k](t).realize()
+    assert tg.last_error() == ""

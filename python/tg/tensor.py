@@ -444,8 +444,10 @@ class Tensor:
         elif _is_scalar(x):
             dt = _weak_dtype(self.dtype, x)
             a, b = self.cast(dt), _w(lib.tg_scalar(float(x), dt.value))
-        else:
+        elif isinstance(x, (list, tuple, np.ndarray)):
             a, b = self, Tensor(x)
+        else:
+            raise TypeError("tg: unsupported operand type %s for a Tensor op" % type(x).__name__)
         return (b, a) if reverse else (a, b)
 
     def _bin(self, fn, x, reverse=False):
