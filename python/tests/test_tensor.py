@@ -303,3 +303,25 @@ def test_bad_arguments_raise(k):
     with pytest.raises((ValueError, RuntimeError, MemoryError, IndexError, TypeError, KeyError)):
         BAD_CALLS[k](t).realize()
     assert tg.last_error() == ""
+
+
+def test_threads_build_and_read_tensors_at_once():
+    """cffi releases the GIL in C calls: threads build, realize and read their own graphs."""
+    import threading
+    errors = []
+
+    def work(k):
+        try:
+            for i in range(200):
+                t = Tensor.ones(k + 1, i % 5 + 1) * k
+                assert t.shape == (k + 1, i % 5 + 1)
+                if i % 50 == 0:
+                    assert t.sum().item() == k * (k + 1) * (i % 5 + 1)
+        except Exception as e:  # reported below: an assert in a thread does not fail the test
+            errors.append(e)
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert errors == []

@@ -7,6 +7,7 @@ Python scalars' dtypes (_weak_dtype: a Python scalar takes the tensor's dtype un
 wider kind, as in tinygrad and PyTorch).
 """
 import math
+import threading
 from contextlib import contextmanager
 
 import numpy as np
@@ -15,7 +16,7 @@ from ._lib import ffi, lib, NULL, ALL_AXES, SLICE_END, error, check
 from .dtype import DType, dtypes, to_dtype
 from .device import Device
 
-_shape_buf = ffi.new("int64_t[64]")
+_tls = threading.local()  # per-thread scratch: cffi releases the GIL during C calls
 _new = object.__new__
 _free = lib.tg_free
 _PAD_MODES = {"constant": 0, "reflect": 1, "replicate": 2, "circular": 3}
@@ -261,8 +262,11 @@ class Tensor:
     # ------------------------------------------------------------- properties
     @property
     def shape(self):
-        n = lib.tg_shape(self._h, _shape_buf, 64)
-        return tuple(_shape_buf[0:n])
+        buf = getattr(_tls, "shape", None)
+        if buf is None:
+            buf = _tls.shape = ffi.new("int64_t[64]")
+        n = lib.tg_shape(self._h, buf, 64)
+        return tuple(buf[0:n])
 
     @property
     def dtype(self):
