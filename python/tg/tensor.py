@@ -691,7 +691,7 @@ class Tensor:
     def unflatten(self, dim, sizes):
         return _w(lib.tg_unflatten(self._h, dim, list(sizes), len(sizes)))
 
-    def pad(self, padding, value=0.0, mode="constant"):
+    def pad(self, padding, mode="constant", value=0.0):
         """Per axis ((before, after) or None for each axis) as tinygrad, or flat pairs from the last
         axis backwards as torch.nn.functional.pad."""
         n = self.ndim
