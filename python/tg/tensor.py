@@ -2,9 +2,10 @@
 C call (docs/python.md). A Tensor owns one tg_tensor handle, created outside any tg scope and
 released by tg_free when Python collects the object.
 
-Rules kept in tables: unary methods (_UNARY), binary methods (_BINARY), reductions (_REDUCE),
-Python scalars' dtypes (_weak_dtype: a Python scalar takes the tensor's dtype unless it needs a
-wider kind, as in tinygrad and PyTorch).
+Rules kept in tables: unary methods (_UNARY), binary methods (_BINARY), operators whose
+Tensor-Tensor case is a bare C call (_FAST), and the names of pad modes, scatter reductions, loss
+reductions and interpolation modes. Python scalars take the tensor's dtype unless they need a
+wider kind (_weak_dtype), as in tinygrad and PyTorch.
 """
 import math
 import threading
