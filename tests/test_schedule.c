@@ -623,11 +623,25 @@ static void ref_matmul(const float *a, const float *w, double *y, int nb, int n,
       }
 }
 
+/* Matmul panels are for vector lanes: work-item devices read operands in place. */
+#define NEED_PANELS()                                                                        \
+  do {                                                                                       \
+    if (device_default() && device_is_gpu(device_default()))                                 \
+      SKIP("matmul packing is for vector lanes: off on %s", device_default()->name);         \
+  } while (0)
+
+/* How many of n results are not close to the reference. */
+static int count_far(const float *got, const double *want, int n, double rtol, double atol) {
+  int bad = 0;
+  for (int i = 0; i < n; i++) bad += !harness_close(got[i], want[i], rtol, atol);
+  return bad;
+}
+
 /* (2, 64, 512) @ (512, 512): 2^24 multiply-adds per matrix, so w is first copied into
  * panels of whole vector rows (src/schedule/layout.c, panel_width): 2 kernels, same values as
  * a naive loop, and the gradients (through the packed copy) match the hand-derived sums. */
 TEST(sched_large_matmul_packs_right_operand) {
-  if (device_default() && device_is_gpu(device_default())) SKIP("matmul packing is for vector lanes: off on %s", device_default()->name);
+  NEED_PANELS();
   tg_scope *s = tg_scope_begin();
   enum { NB = 2, N = 64, K = 512, M = 512 };
   float *ad = malloc(sizeof(float) * NB * N * K), *wd = malloc(sizeof(float) * K * M);
@@ -640,8 +654,7 @@ TEST(sched_large_matmul_packs_right_operand) {
   CHECK_KERNELS(y, 2);
   ref_matmul(ad, wd, want, NB, N, K, M);
   host(y, out, NB * N * M);
-  int bad = 0;
-  for (int i = 0; i < NB * N * M; i++) bad += !harness_close(out[i], want[i], 1e-3, 1e-5);
+  int bad = count_far(out, want, NB * N * M, 1e-3, 1e-5);
   CHECK(bad == 0);
   /* d sum(a @ w) / da[b,i,p] = sum_j w[p,j]; / dw[p,j] = sum_{b,i} a[b,i,p] */
   tg_tensor *xs[2] = {a, w}, *g[2];
@@ -663,7 +676,7 @@ TEST(sched_large_matmul_packs_right_operand) {
  * the product stored whole and the padding cut off (3 kernels: pack, product, the slice's
  * copy when realized). */
 TEST(sched_large_matmul_pads_partial_panel) {
-  if (device_default() && device_is_gpu(device_default())) SKIP("matmul packing is for vector lanes: off on %s", device_default()->name);
+  NEED_PANELS();
   tg_scope *s = tg_scope_begin();
   enum { N = 64, K = 512, M = 516 };
   float *ad = malloc(sizeof(float) * N * K), *wd = malloc(sizeof(float) * K * M), *out = malloc(sizeof(float) * N * M);
@@ -674,9 +687,7 @@ TEST(sched_large_matmul_pads_partial_panel) {
   CHECK_KERNELS(y, 3);
   ref_matmul(ad, wd, want, 1, N, K, M);
   host(y, out, N * M);
-  int bad = 0;
-  for (int i = 0; i < N * M; i++) bad += !harness_close(out[i], want[i], 1e-3, 1e-5);
-  CHECK(bad == 0);
+  CHECK(count_far(out, want, N * M, 1e-3, 1e-5) == 0);
   free(ad), free(wd), free(out), free(want);
   tg_scope_end(s);
 }
@@ -686,7 +697,7 @@ TEST(sched_large_matmul_pads_partial_panel) {
  * sum(y * c), da = c @ w^T reads w^T from panels and dw = a^T @ c reads a from panels: 2
  * kernels each (panels, product), values as naive loops. */
 TEST(sched_autograd_matmuls_pack_too) {
-  if (device_default() && device_is_gpu(device_default())) SKIP("matmul packing is for vector lanes: off on %s", device_default()->name);
+  NEED_PANELS();
   tg_scope *s = tg_scope_begin();
   enum { N = 128, K = 384, M = 512 };
   float *ad = malloc(sizeof(float) * N * K), *wd = malloc(sizeof(float) * K * M), *cd = malloc(sizeof(float) * N * M);
@@ -747,9 +758,7 @@ TEST(sched_half_matmul_converts_operands_once) {
     CHECK_KERNELS(y, 3);
     ref_matmul(ad, wd, want, 1, N, K, M);
     CHECK(tg_to_host(tg_cast(y, TG_FLOAT32), out, sizeof(float) * N * M) == 0);
-    int bad = 0;
-    for (int i = 0; i < N * M; i++) bad += !harness_close(out[i], want[i], t ? 1e-2 : 2e-3, 1e-2);
-    CHECK(bad == 0);
+    CHECK(count_far(out, want, N * M, t ? 1e-2 : 2e-3, 1e-2) == 0);
   }
   free(ad), free(wd), free(out), free(want);
   tg_scope_end(s);
@@ -759,7 +768,7 @@ TEST(sched_half_matmul_converts_operands_once) {
  * still gets its buffer: h (stored, packed, 516 columns cut from whole panels) is realized by
  * realizing sum(h), and reading it runs nothing. */
 TEST(sched_layout_rewrite_keeps_held_values) {
-  if (device_default() && device_is_gpu(device_default())) SKIP("matmul packing is for vector lanes: off on %s", device_default()->name);
+  NEED_PANELS();
   tg_scope *s = tg_scope_begin();
   enum { N = 64, K = 512, M = 516 };
   float *ad = malloc(sizeof(float) * N * K), *wd = malloc(sizeof(float) * K * M), *out = malloc(sizeof(float) * N * M);
@@ -771,9 +780,8 @@ TEST(sched_layout_rewrite_keeps_held_values) {
   CHECK(tg_is_realized(h));
   ref_matmul(ad, wd, want, 1, N, K, M);
   host(h, out, N * M);
-  int bad = 0;
-  for (int i = 0; i < N * M; i++) bad += !harness_close(out[i], want[i], 1e-3, 1e-5), total += want[i];
-  CHECK(bad == 0);
+  CHECK(count_far(out, want, N * M, 1e-3, 1e-5) == 0);
+  for (int i = 0; i < N * M; i++) total += want[i];
   float zv;
   host(z, &zv, 1);
   CHECK(harness_close(zv, total, 1e-3, 1e-2));
