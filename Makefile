@@ -7,10 +7,14 @@ BUILD   ?= build
 PREFIX  ?= /usr/local
 OPT     ?= -O2 -g
 CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fPIC $(OPT) -Iinclude -Isrc
-LDLIBS  += -lz -lm -ldl -lpthread
+LDLIBS  += -lz -lm -ldl -lpthread -lprotobuf-c
 
 SRCS    := $(sort $(wildcard src/*/*.c))
-OBJS    := $(SRCS:%.c=$(BUILD)/%.o)
+# The ONNX loader's protobuf-c code is generated at build time from Debian's onnx.proto
+# (libonnx-dev, protobuf-c-compiler; docs/onnx.md) into $(BUILD)/gen, never committed.
+ONNX_PROTO ?= /usr/include/onnx/onnx.proto
+ONNX_GEN   := $(BUILD)/gen/onnx/onnx.pb-c
+OBJS    := $(SRCS:%.c=$(BUILD)/%.o) $(ONNX_GEN).o
 TESTS   := $(sort $(wildcard tests/*.c))
 TOBJS   := $(TESTS:%.c=$(BUILD)/%.o)
 BENCHES := $(patsubst bench/%.c,$(BUILD)/bench_%,$(wildcard bench/*.c))
@@ -32,6 +36,21 @@ $(BUILD)/%.o: %.c Makefile
 
 -include $(OBJS:.o=.d) $(TOBJS:.o=.d)
 
+$(ONNX_GEN).c $(ONNX_GEN).h: $(ONNX_PROTO)
+	@mkdir -p $(BUILD)/gen/onnx
+	protoc-c --c_out=$(BUILD)/gen --proto_path=$(dir $(ONNX_PROTO)).. onnx/$(notdir $(ONNX_PROTO))
+$(ONNX_GEN).o: $(ONNX_GEN).c
+	$(CC) $(CFLAGS) -I$(BUILD)/gen -c $< -o $@
+$(BUILD)/src/onnx/%.o: CFLAGS += -I$(BUILD)/gen
+$(filter $(BUILD)/src/onnx/%,$(OBJS)): | $(ONNX_GEN).h
+
+# The ONNX conformance runner (docs/onnx.md): its own program over libonnx-testdata.
+$(BUILD)/onnx_conformance: tests/onnx/conformance.c $(HEADERS) $(BUILD)/libtg.a
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libtg.a $(LDFLAGS) $(LDLIBS)
+
+onnx-conformance: $(BUILD)/onnx_conformance
+	./$(BUILD)/onnx_conformance $(ONNX_ARGS)
+
 $(BUILD)/libtg.a: $(OBJS) $(SOURCES)
 	@rm -f $@
 	ar rcs $@ $(OBJS)
@@ -44,7 +63,7 @@ $(BUILD)/libtg.so: $(OBJS) $(SOURCES)
 # without LD_LIBRARY_PATH or ldconfig.
 $(BUILD)/tg.pc: Makefile
 	@mkdir -p $(BUILD)
-	@printf 'prefix=%s\nincludedir=$${prefix}/include\nlibdir=%s\n\nName: tg\nDescription: lazy tensors and a kernel compiler in C\nVersion: 0.1.0\nCflags: -I$${includedir}\nLibs: -L$${libdir} -Wl,-rpath,$${libdir} -ltg\nLibs.private: -lz -lm -ldl -lpthread\n' \
+	@printf 'prefix=%s\nincludedir=$${prefix}/include\nlibdir=%s\n\nName: tg\nDescription: lazy tensors and a kernel compiler in C\nVersion: 0.1.0\nCflags: -I$${includedir}\nLibs: -L$${libdir} -Wl,-rpath,$${libdir} -ltg\nLibs.private: -lz -lm -ldl -lpthread -lprotobuf-c\n' \
 	  "$(if $(INSTALLING),$(PREFIX),$(abspath .))" '$(if $(INSTALLING),$${prefix}/lib,$(abspath $(BUILD)))' > $@
 
 $(BUILD)/test_tg: $(TOBJS) $(BUILD)/libtg.a $(SOURCES)
@@ -78,7 +97,7 @@ test-tsan:
 install: $(BUILD)/libtg.a $(BUILD)/libtg.so
 	$(MAKE) INSTALLING=1 -B $(BUILD)/tg.pc
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
-	install -m644 include/tg.h include/tg_nn.h $(DESTDIR)$(PREFIX)/include/
+	install -m644 include/tg.h include/tg_nn.h include/tg_onnx.h $(DESTDIR)$(PREFIX)/include/
 	install -m644 $(BUILD)/libtg.a $(DESTDIR)$(PREFIX)/lib/
 	install -m755 $(BUILD)/libtg.so $(DESTDIR)$(PREFIX)/lib/
 	install -m644 $(BUILD)/tg.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
@@ -87,7 +106,7 @@ install: $(BUILD)/libtg.a $(BUILD)/libtg.so
 clean:
 	rm -rf build build-san build-*
 
-.PHONY: all bench test test-sanitize test-tsan install clean
+.PHONY: all bench test test-sanitize test-tsan install clean onnx-conformance
 
 # ---------------------------------------------------------------- fuzzing (docs/errors.md)
 # `make fuzz` builds the random-call API fuzzer against the ASan+UBSan library of

@@ -1,0 +1,380 @@
+/* load.c — tg_onnx_load, tg_onnx_run and the model's accessors. Loading parses the file with
+ * protobuf-c, numbers every value (a name defined twice, or used and never defined, is an
+ * error naming it), orders the nodes so each runs after its inputs (a cycle is an error) and
+ * turns the initializers into tensors. Running walks that order, calling each op's handler
+ * from the tables in ops_*.c inside a scope of its own. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "onnx/onnx_int.h"
+#include "runtime/helpers.h"
+#include "tensor/tensor.h"
+
+#define OX_MAX_FILE ((size_t)1 << 34)   /* 16 GiB: the largest model file read */
+#define OX_MAX_OUT_BYTES ((int64_t)1 << 32) /* 4 GiB: the largest value a node may produce */
+
+/* ---------------------------------------------------------------- value names */
+
+/* Open-addressing table from name to value number, sized for every name the graph holds. */
+typedef struct name_map {
+  const char **keys;
+  int *vals;
+  size_t cap;
+} name_map;
+
+static uint64_t str_hash(const char *s) { return hash_bytes(s, strlen(s), 0x6f6e6e78); }
+
+static int map_get(const name_map *m, const char *key) {
+  for (size_t i = str_hash(key) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
+    if (!m->keys[i]) return -1;
+    if (!strcmp(m->keys[i], key)) return m->vals[i];
+  }
+}
+
+static void map_put(name_map *m, const char *key, int val) {
+  size_t i = str_hash(key) & (m->cap - 1);
+  while (m->keys[i]) i = (i + 1) & (m->cap - 1);
+  m->keys[i] = key, m->vals[i] = val;
+}
+
+/* ---------------------------------------------------------------- graph */
+
+typedef struct builder {
+  ox_graph *g;
+  name_map map;
+  int *defined; /* per value: 1 initializer, 2 graph input, 3 node output */
+} builder;
+
+/* Number a defined value; a name defined twice is an error (initializer + input is allowed). */
+static int define(builder *b, const char *name, int how) {
+  int v = map_get(&b->map, name);
+  if (v >= 0) {
+    bool init_input = (b->defined[v] == 1 && how == 2) || (b->defined[v] == 2 && how == 1);
+    if (!init_input) return tg_set_error(TG_ERR_IO, "ONNX: value '%.200s' is defined twice", name), -1;
+    if (how == 1) b->defined[v] = 1;
+    return v;
+  }
+  v = b->g->nvals++;
+  b->g->names[v] = name;
+  b->defined[v] = how;
+  map_put(&b->map, name, v);
+  return v;
+}
+
+static int graph_alloc(builder *b, const Onnx__GraphProto *gp) {
+  ox_graph *g = b->g;
+  size_t names = gp->n_initializer + gp->n_input;
+  for (size_t i = 0; i < gp->n_node; i++) names += gp->node[i]->n_output;
+  size_t cap = 16;
+  while (cap < 2 * names + 2) cap *= 2;
+  b->map.cap = cap;
+  b->map.keys = calloc(cap, sizeof *b->map.keys);
+  b->map.vals = calloc(cap, sizeof *b->map.vals);
+  b->defined = calloc(names + 1, sizeof *b->defined);
+  g->names = calloc(names + 1, sizeof *g->names);
+  g->init = calloc(names + 1, sizeof *g->init);
+  g->inputs = calloc(gp->n_input + 1, sizeof *g->inputs);
+  g->input_names = calloc(gp->n_input + 1, sizeof *g->input_names);
+  g->outputs = calloc(gp->n_output + 1, sizeof *g->outputs);
+  g->output_names = calloc(gp->n_output + 1, sizeof *g->output_names);
+  g->nodes = calloc(gp->n_node + 1, sizeof *g->nodes);
+  g->node_in = calloc(gp->n_node + 1, sizeof *g->node_in);
+  g->node_out = calloc(gp->n_node + 1, sizeof *g->node_out);
+  if (!b->map.keys || !b->map.vals || !b->defined || !g->names || !g->init || !g->inputs || !g->input_names ||
+      !g->outputs || !g->output_names || !g->nodes || !g->node_in || !g->node_out)
+    return tg_set_error(TG_ERR_NOMEM, "ONNX: out of memory for a graph of %zu values", names);
+  return 0;
+}
+
+static const char *nz(const char *s) { return s ? s : ""; }
+
+/* Initializers, graph inputs and node outputs get numbers. */
+static int define_all(builder *b, const Onnx__GraphProto *gp) {
+  for (size_t i = 0; i < gp->n_initializer; i++)
+    if (!gp->initializer[i]->name || define(b, gp->initializer[i]->name, 1) < 0)
+      return gp->initializer[i]->name ? -1 : tg_set_error(TG_ERR_IO, "ONNX: an initializer has no name");
+  for (size_t i = 0; i < gp->n_input; i++)
+    if (!gp->input[i]->name || define(b, gp->input[i]->name, 2) < 0)
+      return gp->input[i]->name ? -1 : tg_set_error(TG_ERR_IO, "ONNX: a graph input has no name");
+  for (size_t i = 0; i < gp->n_node; i++) {
+    const Onnx__NodeProto *np = gp->node[i];
+    if (!np->op_type) return tg_set_error(TG_ERR_IO, "ONNX: node %zu has no op_type", i);
+    if (np->n_input > OX_MAX_IO || np->n_output > OX_MAX_IO)
+      return tg_set_error(TG_ERR_IO, "ONNX %s node '%.100s': more than %d inputs or outputs", np->op_type,
+                          nz(np->name), OX_MAX_IO);
+    for (size_t j = 0; j < np->n_output; j++)
+      if (np->output[j][0] && define(b, np->output[j], 3) < 0) return -1;
+  }
+  return 0;
+}
+
+/* A value used by a node or as a graph output must be defined. */
+static int use(builder *b, const char *name, const char *who) {
+  int v = map_get(&b->map, name);
+  if (v < 0)
+    return tg_set_error(TG_ERR_IO, "ONNX: %s uses value '%.200s', which nothing defines (a missing initializer?)", who,
+                        name), -1;
+  return v;
+}
+
+/* Resolve node inputs/outputs to numbers. */
+static int resolve_nodes(builder *b, const Onnx__GraphProto *gp) {
+  ox_graph *g = b->g;
+  for (size_t i = 0; i < gp->n_node; i++) {
+    const Onnx__NodeProto *np = gp->node[i];
+    char who[200];
+    snprintf(who, sizeof who, "%s node '%.100s'", np->op_type, nz(np->name));
+    int *io = malloc((np->n_input + np->n_output + 1) * sizeof *io);
+    if (!io) return tg_set_error(TG_ERR_NOMEM, "ONNX: out of memory");
+    g->node_in[i] = io, g->node_out[i] = io + np->n_input;
+    for (size_t j = 0; j < np->n_input; j++) {
+      io[j] = -1; /* "": an omitted optional input */
+      if (np->input[j][0] && (io[j] = use(b, np->input[j], who)) < 0) return -1;
+    }
+    for (size_t j = 0; j < np->n_output; j++) io[np->n_input + j] = np->output[j][0] ? map_get(&b->map, np->output[j]) : -1;
+  }
+  return 0;
+}
+
+/* Kahn's algorithm over the nodes: producer[v] is the node defining v. Nodes left over lie on
+ * a cycle. The proto order is kept where it is already valid. */
+static int order_nodes(builder *b, const Onnx__GraphProto *gp) {
+  ox_graph *g = b->g;
+  size_t nn = gp->n_node;
+  int *producer = malloc((g->nvals + 1) * sizeof *producer), *done = calloc(g->nvals + 1, sizeof *done);
+  int *placed = calloc(nn + 1, sizeof *placed), *rin = malloc((nn + 1) * sizeof *rin);
+  int rc = 0;
+  if (!producer || !done || !placed || !rin) rc = tg_set_error(TG_ERR_NOMEM, "ONNX: out of memory");
+  for (int v = 0; !rc && v < g->nvals; v++) producer[v] = -1, done[v] = b->defined[v] != 3;
+  for (size_t i = 0; !rc && i < nn; i++)
+    for (size_t j = 0; j < gp->node[i]->n_output; j++)
+      if (g->node_out[i][j] >= 0) producer[g->node_out[i][j]] = (int)i;
+  size_t count = 0;
+  for (bool progress = true; !rc && progress && count < nn;) { /* repeated sweeps: linear for sorted graphs */
+    progress = false;
+    for (size_t i = 0; i < nn; i++) {
+      if (placed[i]) continue;
+      bool ready = true;
+      for (size_t j = 0; ready && j < gp->node[i]->n_input; j++) ready = g->node_in[i][j] < 0 || done[g->node_in[i][j]];
+      if (!ready) continue;
+      placed[i] = 1, progress = true;
+      rin[count] = (int)i, g->nodes[count++] = gp->node[i];
+      for (size_t j = 0; j < gp->node[i]->n_output; j++)
+        if (g->node_out[i][j] >= 0) done[g->node_out[i][j]] = 1;
+    }
+  }
+  if (!rc && count < nn) {
+    size_t i = 0;
+    while (placed[i]) i++;
+    rc = tg_set_error(TG_ERR_IO, "ONNX: the graph has a cycle (node %s '%.100s' can never run)", gp->node[i]->op_type,
+                      nz(gp->node[i]->name));
+  }
+  if (!rc) { /* node_in/node_out follow the run order */
+    int **in = malloc((nn + 1) * sizeof *in);
+    if (!in) rc = tg_set_error(TG_ERR_NOMEM, "ONNX: out of memory");
+    for (size_t k = 0; !rc && k < nn; k++) in[k] = g->node_in[rin[k]];
+    for (size_t k = 0; !rc && k < nn; k++) g->node_in[k] = in[k], g->node_out[k] = in[k] + g->nodes[k]->n_input;
+    free(in);
+  }
+  free(producer), free(done), free(placed), free(rin);
+  return rc;
+}
+
+/* Initializer tensors (user-owned references, outside any scope) and the free inputs. */
+static int bind_values(builder *b, const Onnx__GraphProto *gp, const char *dir) {
+  ox_graph *g = b->g;
+  tg_scope *s = tg_scope_begin();
+  int rc = 0;
+  for (size_t i = 0; !rc && i < gp->n_initializer; i++) {
+    tg_tensor *t = ox_tensor_from_proto(gp->initializer[i], dir);
+    if (!t) rc = tg_error_status_or(TG_ERR_IO);
+    else g->init[map_get(&b->map, gp->initializer[i]->name)] = tg_retain(t);
+  }
+  tg_scope_end(s);
+  for (size_t i = 0; !rc && i < gp->n_input; i++) {
+    int v = map_get(&b->map, gp->input[i]->name);
+    if (b->defined[v] == 2) g->input_names[g->ninputs] = gp->input[i]->name, g->inputs[g->ninputs++] = v;
+  }
+  for (size_t i = 0; !rc && i < gp->n_output; i++) {
+    const char *name = gp->output[i]->name;
+    int v = name ? use(b, name, "a graph output") : -1;
+    if (v < 0) rc = name ? -1 : tg_set_error(TG_ERR_IO, "ONNX: a graph output has no name");
+    else g->output_names[g->noutputs] = name, g->outputs[g->noutputs++] = v;
+  }
+  return rc < 0 ? tg_error_status_or(TG_ERR_IO) : 0;
+}
+
+static int graph_build(ox_graph *g, const Onnx__GraphProto *gp, const char *dir) {
+  builder b = {.g = g};
+  g->gp = gp;
+  int rc = graph_alloc(&b, gp);
+  if (!rc) rc = define_all(&b, gp);
+  if (!rc) rc = resolve_nodes(&b, gp);
+  if (!rc) rc = order_nodes(&b, gp);
+  if (!rc) rc = bind_values(&b, gp, dir);
+  g->nnodes = (int)gp->n_node;
+  free(b.map.keys), free(b.map.vals), free(b.defined);
+  return rc < 0 ? tg_error_status_or(TG_ERR_IO) : 0;
+}
+
+static void graph_free(ox_graph *g) {
+  for (int v = 0; g->init && v < g->nvals; v++) tg_free(g->init[v]);
+  for (int i = 0; g->node_in && i < g->nnodes; i++) free(g->node_in[i]);
+  free(g->names), free(g->init), free(g->inputs), free(g->input_names), free(g->outputs), free(g->output_names);
+  free(g->nodes), free(g->node_in), free(g->node_out);
+}
+
+/* ---------------------------------------------------------------- model */
+
+/* The default domain's opset (ai.onnx); other domains' nodes fail when they run. */
+static int model_opset(const Onnx__ModelProto *mp) {
+  for (size_t i = 0; i < mp->n_opset_import; i++) {
+    const char *d = mp->opset_import[i]->domain;
+    if (!d || !d[0] || !strcmp(d, "ai.onnx")) return (int)mp->opset_import[i]->version;
+  }
+  return 1;
+}
+
+static char *dir_of(const char *path) {
+  const char *slash = strrchr(path, '/');
+  size_t n = slash ? (size_t)(slash - path) : 1;
+  char *d = malloc(n + 1);
+  if (!d) return NULL;
+  memcpy(d, slash ? path : ".", n);
+  d[n] = 0;
+  return d;
+}
+
+tg_onnx_model *tg_onnx_load(const char *path) {
+  if (!path) return tg_set_error(TG_ERR_ARG, "tg_onnx_load: NULL path"), NULL;
+  size_t len;
+  uint8_t *bytes = ox_read_file(path, OX_MAX_FILE, &len);
+  if (!bytes) return NULL;
+  tg_onnx_model *m = calloc(1, sizeof *m);
+  if (m) m->proto = onnx__model_proto__unpack(NULL, len, bytes);
+  free(bytes);
+  if (!m) return tg_set_error(TG_ERR_NOMEM, "tg_onnx_load: out of memory"), NULL;
+  int rc = 0;
+  if (!m->proto) rc = tg_set_error(TG_ERR_IO, "ONNX: %s is not an ONNX model (protobuf parse failed)", path);
+  else if (!m->proto->graph) rc = tg_set_error(TG_ERR_IO, "ONNX: %s has no graph", path);
+  else if (!(m->dir = dir_of(path))) rc = tg_set_error(TG_ERR_NOMEM, "tg_onnx_load: out of memory");
+  if (!rc) {
+    m->opset = model_opset(m->proto);
+    rc = graph_build(&m->g, m->proto->graph, m->dir);
+  }
+  if (rc) {
+    tg_onnx_free(m);
+    return NULL;
+  }
+  return m;
+}
+
+void tg_onnx_free(tg_onnx_model *m) {
+  if (!m) return;
+  graph_free(&m->g);
+  if (m->proto) onnx__model_proto__free_unpacked(m->proto, NULL);
+  free(m->dir);
+  free(m);
+}
+
+int tg_onnx_num_inputs(const tg_onnx_model *m) { return m ? m->g.ninputs : -1; }
+int tg_onnx_num_outputs(const tg_onnx_model *m) { return m ? m->g.noutputs : -1; }
+const char *tg_onnx_input_name(const tg_onnx_model *m, int i) {
+  return m && i >= 0 && i < m->g.ninputs ? m->g.input_names[i] : NULL;
+}
+const char *tg_onnx_output_name(const tg_onnx_model *m, int i) {
+  return m && i >= 0 && i < m->g.noutputs ? m->g.output_names[i] : NULL;
+}
+
+/* ---------------------------------------------------------------- run */
+
+/* Every attribute of the node must be one the handler reads. */
+static int check_attrs(const ox_node *n, const ox_op *op) {
+  for (size_t i = 0; i < n->np->n_attribute; i++) {
+    const char *a = n->np->attribute[i]->name ? n->np->attribute[i]->name : "";
+    size_t la = strlen(a);
+    const char *p = op->attrs;
+    bool known = false;
+    while (p && *p && !known) {
+      const char *e = strchr(p, ',');
+      size_t l = e ? (size_t)(e - p) : strlen(p);
+      known = l == la && !strncmp(p, a, l);
+      p = e ? e + 1 : NULL;
+    }
+    if (!known) return ox_fail(n, TG_ERR_ARG, "attribute '%s' is not supported", a);
+  }
+  return 0;
+}
+
+/* Run one node: look its op up, check attributes, call, check outputs. */
+static int run_node(const tg_onnx_model *m, int k, tg_tensor **vals) {
+  const ox_graph *g = &m->g;
+  ox_node n = {.np = g->nodes[k], .opset = m->opset};
+  const char *dom = n.np->domain;
+  if (dom && dom[0] && strcmp(dom, "ai.onnx"))
+    return ox_fail(&n, TG_ERR_ARG, "op domain '%s' is not supported", dom);
+  const ox_op *op = ox_find_op(n.np->op_type);
+  if (!op) return ox_fail(&n, TG_ERR_ARG, "op %s is not supported", n.np->op_type);
+  if (m->opset < op->min_opset)
+    return ox_fail(&n, TG_ERR_ARG, "opset %d is older than the %d this op is implemented for", m->opset, op->min_opset);
+  if (check_attrs(&n, op)) return TG_ERR_ARG;
+  n.nin = (int)n.np->n_input, n.nout = (int)n.np->n_output;
+  for (int i = 0; i < n.nin; i++) n.in[i] = g->node_in[k][i] >= 0 ? vals[g->node_in[k][i]] : NULL;
+  tg_clear_error();
+  int rc = op->fn(&n);
+  for (int i = 0; rc == 0 && i < n.nout; i++) {
+    int v = g->node_out[k][i];
+    if (v < 0) continue;
+    if (!n.out[i]) return ox_fail(&n, TG_ERR_ARG, "output %d was not produced", i);
+    int64_t bytes;
+    if (!ck_mul(tg_numel(n.out[i]), (int64_t)tg_dtype_size(tg_get_dtype(n.out[i])), &bytes) || bytes > OX_MAX_OUT_BYTES)
+      return ox_fail(&n, TG_ERR_SHAPE, "output %d would take more than %lld bytes", i, (long long)OX_MAX_OUT_BYTES);
+    vals[v] = n.out[i];
+  }
+  if (rc < 0) {
+    const char *e = tg_last_error();
+    if (!strstr(e, n.np->op_type)) {
+      char msg[600];
+      snprintf(msg, sizeof msg, "%s", e[0] ? e : "failed");
+      ox_fail(&n, tg_error_status_or(TG_ERR_ARG), "%s", msg);
+    }
+    return tg_error_status_or(TG_ERR_ARG);
+  }
+  return 0;
+}
+
+static int check_run_args(const tg_onnx_model *m, tg_tensor *const *inputs, int n_inputs, tg_tensor **outputs,
+                          int n_outputs) {
+  if (!m || !outputs || (n_inputs && !inputs)) return tg_set_error(TG_ERR_ARG, "tg_onnx_run: NULL argument");
+  if (n_inputs != m->g.ninputs)
+    return tg_set_error(TG_ERR_ARG, "tg_onnx_run: %d inputs given, the model has %d", n_inputs, m->g.ninputs);
+  if (n_outputs != m->g.noutputs)
+    return tg_set_error(TG_ERR_ARG, "tg_onnx_run: %d outputs asked for, the model has %d", n_outputs, m->g.noutputs);
+  return 0;
+}
+
+int tg_onnx_run(tg_onnx_model *m, tg_tensor *const *inputs, int n_inputs, tg_tensor **outputs, int n_outputs) {
+  int rc = check_run_args(m, inputs, n_inputs, outputs, n_outputs);
+  if (rc) return rc;
+  for (int i = 0; i < n_outputs; i++) outputs[i] = NULL;
+  const ox_graph *g = &m->g;
+  tg_tensor **vals = calloc((size_t)g->nvals + 1, sizeof *vals);
+  if (!vals) return tg_set_error(TG_ERR_NOMEM, "tg_onnx_run: out of memory");
+  for (int v = 0; v < g->nvals; v++) vals[v] = g->init[v];
+  for (int i = 0; i < n_inputs; i++) vals[g->inputs[i]] = inputs[i];
+  tg_scope *s = tg_scope_begin();
+  for (int k = 0; !rc && k < g->nnodes; k++) rc = run_node(m, k, vals);
+  for (int i = 0; !rc && i < n_outputs; i++)
+    if (!(outputs[i] = tg_retain(vals[g->outputs[i]])))
+      rc = tg_set_error(TG_ERR_ARG, "tg_onnx_run: graph output '%s' has no value (an input left NULL?)",
+                        g->output_names[i]);
+  tg_scope_end(s);
+  for (int i = 0; i < n_outputs; i++) { /* into the caller's scope */
+    tg_tensor *t = outputs[i];
+    outputs[i] = rc || !t ? NULL : tensor_wrap(t->u);
+    tg_free(t);
+  }
+  free(vals);
+  return rc;
+}

@@ -1,0 +1,94 @@
+/* onnx_int.h — internals of the ONNX importer (docs/onnx.md): the checked graph a model
+ * becomes, the node context handlers see, attribute and host-value helpers, and the op
+ * tables (one per ops_*.c file: {name, min_opset, handler, attributes}). */
+#ifndef TG_ONNX_INT_H
+#define TG_ONNX_INT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "onnx/onnx.pb-c.h"
+#include "tg.h"
+#include "tg_onnx.h"
+
+#define OX_MAX_DIMS 64 /* the most dims a tensor may have here (tg's limit) */
+#define OX_MAX_IO 64   /* the most inputs or outputs of one node a handler sees */
+
+/* A graph after loading: values numbered, nodes in an order where every input comes first. */
+typedef struct ox_graph {
+  const Onnx__GraphProto *gp;
+  int nvals;
+  const char **names;   /* value names (borrowed from the proto) */
+  tg_tensor **init;     /* per value: the initializer (model-owned), else NULL */
+  int ninputs, noutputs;
+  int *inputs, *outputs; /* value numbers of the graph's free inputs and its outputs */
+  const char **input_names, **output_names;
+  int nnodes;
+  const Onnx__NodeProto **nodes; /* in run order */
+  int **node_in, **node_out;     /* per node: value numbers, -1 for an omitted optional one */
+} ox_graph;
+
+struct tg_onnx_model {
+  Onnx__ModelProto *proto;
+  char *dir;   /* the model's directory: external data is relative to it */
+  int opset;   /* of the default domain */
+  ox_graph g;
+};
+
+/* What a handler sees: its node, inputs (NULL: omitted) and outputs to fill. */
+typedef struct ox_node {
+  const Onnx__NodeProto *np;
+  int opset;
+  int nin, nout;
+  tg_tensor *in[OX_MAX_IO];
+  tg_tensor *out[OX_MAX_IO];
+  char sbuf[4][128]; /* string attributes, copied NUL-terminated */
+  int snext;
+} ox_node;
+
+typedef int (*ox_handler)(ox_node *n);
+typedef struct ox_op {
+  const char *name;
+  int min_opset;    /* the first opset whose semantics the handler implements */
+  ox_handler fn;
+  const char *attrs; /* the attributes it reads, comma-separated: any other is an error */
+} ox_op;
+
+extern const ox_op ox_ops_math[], ox_ops_shape[], ox_ops_nn[];
+/* The entry for op_type at opset (NULL: not supported). */
+const ox_op *ox_find_op(const char *op_type);
+
+/* ---- tensors (tensor.c) */
+/* The tg dtype of an ONNX TensorProto.DataType; -1 with an error naming it if unsupported. */
+int ox_dtype(int onnx_type, const char *what);
+/* The ONNX data type of a tg dtype. */
+int ox_onnx_type(tg_dtype dt);
+/* A TensorProto as a new tensor in the current scope; dir: where external data lives (NULL:
+ * external data refused). Sizes are checked against the bytes present before any allocation. */
+tg_tensor *ox_tensor_from_proto(const Onnx__TensorProto *tp, const char *dir);
+/* Read a whole file (at most max bytes) into a new buffer; NULL + error. */
+uint8_t *ox_read_file(const char *path, size_t max, size_t *len);
+
+/* ---- attributes (attr.c) */
+const Onnx__AttributeProto *ox_attr(const ox_node *n, const char *name);
+int64_t ox_attr_i(const ox_node *n, const char *name, int64_t dflt);
+double ox_attr_f(const ox_node *n, const char *name, double dflt);
+/* A string attribute, NUL-terminated in the node's buffers (dflt if absent). */
+const char *ox_attr_s(ox_node *n, const char *name, const char *dflt);
+/* An ints attribute into out[cap]: its count, -1 if absent, or -2 with an error if longer. */
+int ox_attr_ints(const ox_node *n, const char *name, int64_t *out, int cap);
+int ox_attr_floats(const ox_node *n, const char *name, double *out, int cap);
+/* Error "Op 'name': message" for this node; returns TG_ERR_ARG (or status). */
+int ox_fail(const ox_node *n, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* ---- host values of small tensors (attr.c): realize and read as int64/double. count or <0. */
+int ox_host_ints(tg_tensor *t, int64_t *out, int cap);
+int ox_host_doubles(tg_tensor *t, double *out, int cap);
+/* Normalize axis into [0, ndim) or fail (-1 with an error). */
+int ox_axis(const ox_node *n, int64_t axis, int ndim);
+/* Set output i (the handler's result); NULL makes the node fail. */
+static inline int ox_set(ox_node *n, int i, tg_tensor *t) {
+  n->out[i] = t;
+  return t ? 0 : -1;
+}
+#endif
