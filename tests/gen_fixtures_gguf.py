@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""gen_fixtures_gguf.py — GGUF test files written by llama.cpp's own `gguf` package (PyPI).
+
+  tests/fixtures/gguf/meta.gguf     metadata of every value type, arrays of numbers, bools and
+                                    strings, general.alignment = 64, and three small tensors
+  tests/fixtures/gguf/tensors.gguf  one tensor per supported type: F32, F16, BF16, Q8_0, Q4_0,
+                                    Q4_1 (quantized by gguf.quants from random floats), Q4_K and
+                                    Q6_K (gguf cannot quantize them: random blocks written by the
+                                    GGUF spec, with finite float16 scales), each followed by
+                                    "<name>.ref", the F32 tensor gguf.quants.dequantize gives
+                                    for it; plus "fuse.q8_0", a (96, 256) Q8_0 weight, and
+                                    "q5_0", a type tg lists but does not load
+  tests/fuzz/corpus/gguf/*          small files (under 4 KiB) seeding the fuzz target
+
+Run from the repository root with the gguf package and numpy: pip install gguf numpy.
+"""
+import os
+
+import numpy as np
+import gguf
+from gguf import GGMLQuantizationType as T
+from gguf.quants import dequantize, quantize
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FIX = os.path.join(ROOT, "tests/fixtures/gguf")
+CORPUS = os.path.join(ROOT, "tests/fuzz/corpus/gguf")
+
+
+def write(path, kvs, tensors, alignment=None):
+    w = gguf.GGUFWriter(path, arch="tgtest")
+    if alignment:
+        w.add_custom_alignment(alignment)
+    for fn, key, value in kvs:
+        getattr(w, fn)(key, value)
+    for name, data, raw_dtype in tensors:
+        w.add_tensor(name, data, raw_dtype=raw_dtype)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def k_blocks(rng, n_blocks, type_size, scale_at):
+    """Random K-quant blocks: random bits everywhere, then finite float16 scales where they lie."""
+    b = rng.integers(0, 256, size=(n_blocks, type_size), dtype=np.uint8)
+    for at in scale_at:
+        d = rng.uniform(-0.05, 0.05, size=n_blocks).astype(np.float16)
+        b[:, at:at + 2] = d.view(np.uint8).reshape(n_blocks, 2)
+    return b
+
+
+def quantized(rng, qtype, shape):
+    rows, cols = shape
+    if qtype == T.Q4_K:
+        raw = k_blocks(rng, rows * cols // 256, 144, [0, 2])
+    elif qtype == T.Q6_K:
+        raw = k_blocks(rng, rows * cols // 256, 210, [208])
+    else:
+        raw = quantize(rng.standard_normal(shape).astype(np.float32), qtype)
+    raw = raw.reshape(rows, -1)
+    ref = dequantize(raw, qtype).reshape(shape).astype(np.float32)
+    return raw, ref
+
+
+META = [
+    ("add_uint8", "t.u8", 200), ("add_int8", "t.i8", -100), ("add_uint16", "t.u16", 60000),
+    ("add_int16", "t.i16", -30000), ("add_uint32", "t.u32", 4000000000), ("add_int32", "t.i32", -2000000000),
+    ("add_float32", "t.f32", 0.25), ("add_bool", "t.bool", True), ("add_string", "t.str", "héllo wörld"),
+    ("add_uint64", "t.u64", 2**63 + 5), ("add_int64", "t.i64", -(2**62)), ("add_float64", "t.f64", -1.5e300),
+    ("add_array", "t.arr_i32", [1, -2, 3]), ("add_array", "t.arr_f32", [0.5, -1.0]),
+    ("add_array", "t.arr_str", ["a", "", "ünï"]), ("add_array", "t.arr_bool", [True, False]),
+]
+
+
+def main():
+    rng = np.random.default_rng(21)
+    os.makedirs(FIX, exist_ok=True)
+    os.makedirs(CORPUS, exist_ok=True)
+    small = [("a", np.arange(6, dtype=np.float32).reshape(2, 3), None),
+             ("b", np.array([1.5, -2.0], dtype=np.float16), None),
+             ("c", np.array([[7]], dtype=np.float32), None)]
+    write(os.path.join(FIX, "meta.gguf"), META, small, alignment=64)
+
+    tensors = [("f32", rng.standard_normal((3, 5)).astype(np.float32), None),
+               ("f16", rng.standard_normal((4, 8)).astype(np.float16), None)]
+    bf = rng.standard_normal((2, 16)).astype(np.float32)
+    tensors.append(("bf16", quantize(bf, T.BF16), T.BF16))
+    tensors.append(("bf16.ref", dequantize(quantize(bf, T.BF16), T.BF16).astype(np.float32), None))
+    for name, qtype, shape in [("q8_0", T.Q8_0, (8, 64)), ("q4_0", T.Q4_0, (8, 64)), ("q4_1", T.Q4_1, (8, 64)),
+                               ("q4_k", T.Q4_K, (3, 512)), ("q6_k", T.Q6_K, (3, 512))]:
+        raw, ref = quantized(rng, qtype, shape)
+        tensors += [(name, raw, qtype), (name + ".ref", ref, None)]
+    raw, _ = quantized(rng, T.Q8_0, (96, 256))
+    tensors.append(("fuse.q8_0", raw, T.Q8_0))
+    raw, _ = quantized(rng, T.Q5_0, (2, 64))
+    tensors.append(("q5_0", raw, T.Q5_0))  # a type tg does not load
+    write(os.path.join(FIX, "tensors.gguf"), [("add_uint32", "t.count", len(tensors))], tensors)
+
+    seeds = {
+        "empty": ([], []),
+        "meta": (META, []),
+        "f32": ([], [("x", np.arange(4, dtype=np.float32), None)]),
+        "f16_bf16": ([], [("h", np.ones((2, 2), np.float16), None), ("b", quantize(np.ones(4, np.float32), T.BF16), T.BF16)]),
+    }
+    for qtype in [T.Q8_0, T.Q4_0, T.Q4_1, T.Q4_K, T.Q6_K]:
+        raw, _ = quantized(rng, qtype, (1, 256))
+        seeds[qtype.name.lower()] = ([], [("w", raw, qtype)])
+    for name, (kvs, ts) in seeds.items():
+        write(os.path.join(CORPUS, name), kvs, ts)
+    print("wrote", FIX, "and", len(seeds), "seeds:", {n: os.path.getsize(os.path.join(CORPUS, n)) for n in seeds})
+
+
+if __name__ == "__main__":
+    main()
