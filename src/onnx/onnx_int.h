@@ -54,7 +54,7 @@ typedef struct ox_op {
   const char *attrs; /* the attributes it reads, comma-separated: any other is an error */
 } ox_op;
 
-extern const ox_op ox_ops_math[], ox_ops_shape[], ox_ops_nn[];
+extern const ox_op ox_ops_math[], ox_ops_shape[], ox_ops_nn[], ox_ops_resize[], ox_ops_extra[], ox_ops_rnn[];
 /* The entry for op_type at opset (NULL: not supported). */
 const ox_op *ox_find_op(const char *op_type);
 
@@ -86,6 +86,8 @@ int ox_host_ints(tg_tensor *t, int64_t *out, int cap);
 int ox_host_doubles(tg_tensor *t, double *out, int cap);
 /* Normalize axis into [0, ndim) or fail (-1 with an error). */
 int ox_axis(const ox_node *n, int64_t axis, int ndim);
+/* Quantize float xf: round half to even of xf / scale, + zero point, saturated to dt (ops_extra.c). */
+tg_tensor *ox_quantize(tg_tensor *xf, tg_tensor *scale, tg_tensor *zp, tg_dtype dt);
 /* Set output i (the handler's result); NULL makes the node fail. */
 static inline int ox_set(ox_node *n, int i, tg_tensor *t) {
   n->out[i] = t;

@@ -64,15 +64,45 @@ static tg_tensor *pad_spatial(tg_tensor *x, const window *g, double value) {
 
 /* ---------------------------------------------------------------- conv */
 
-static int op_conv(ox_node *n) {
-  tg_tensor *x = IN(0), *w = IN(1), *b = IN(2);
+/* conv of x and w (bias b or NULL) with the node's window attributes. */
+static tg_tensor *conv_run(ox_node *n, tg_tensor *x, tg_tensor *w, tg_tensor *b) {
   window g;
-  if (!x || !w || window_read(n, x, w, &g)) return -1;
+  if (!x || !w || window_read(n, x, w, &g)) return NULL;
   int pad[MAXD] = {0};
   if (symmetric(&g))
     for (int i = 0; i < g.nsp; i++) pad[i] = (int)g.pb[i];
   else x = pad_spatial(x, &g, 0.0);
-  return ox_set(n, 0, tg_conv(x, w, b, g.nsp, g.stride, pad, g.dil, (int)ox_attr_i(n, "group", 1)));
+  return tg_conv(x, w, b, g.nsp, g.stride, pad, g.dil, (int)ox_attr_i(n, "group", 1));
+}
+
+static int op_conv(ox_node *n) { return ox_set(n, 0, conv_run(n, IN(0), IN(1), IN(2))); }
+
+/* w's zero point or scale: a scalar, or one per output channel (axis 0). */
+static tg_tensor *per_out(tg_tensor *p, int nd) {
+  if (!p || tg_ndim(p) == 0 || tg_numel(p) == 1) return p ? tg_reshape(p, NULL, 0) : NULL;
+  int64_t s[MAXD];
+  for (int i = 0; i < nd; i++) s[i] = i == 0 ? -1 : 1;
+  return tg_reshape(p, s, nd);
+}
+
+/* ConvInteger: (x - x_zp) conv (w - w_zp), accumulated exactly in float64, as int32. */
+static int op_conv_integer(ox_node *n) {
+  tg_tensor *x = tg_cast(IN(0), TG_FLOAT64), *w = tg_cast(IN(1), TG_FLOAT64);
+  if (IN(2)) x = tg_sub(x, tg_cast(IN(2), TG_FLOAT64));
+  if (IN(3)) w = tg_sub(w, tg_cast(per_out(IN(3), tg_ndim(IN(1))), TG_FLOAT64));
+  return ox_set(n, 0, tg_cast(tg_round(conv_run(n, x, w, NULL)), TG_INT32));
+}
+
+/* QLinearConv: dequantize, convolve (+ int32 bias at scale x_scale * w_scale), requantize. */
+static int op_qlinear_conv(ox_node *n) {
+  int wd = tg_ndim(IN(3));
+  tg_tensor *x = tg_mul(tg_sub(tg_cast(IN(0), TG_FLOAT32), tg_cast(IN(2), TG_FLOAT32)), IN(1));
+  tg_tensor *ws = per_out(IN(4), wd);
+  tg_tensor *w = tg_mul(tg_sub(tg_cast(IN(3), TG_FLOAT32), tg_cast(per_out(IN(5), wd), TG_FLOAT32)), ws);
+  tg_tensor *b = IN(8) ? tg_mul(tg_mul(tg_cast(IN(8), TG_FLOAT32), IN(1)), tg_reshape(IN(4), (int64_t[]){-1}, 1)) : NULL;
+  if (b && tg_numel(IN(4)) == 1) b = tg_mul(tg_mul(tg_cast(IN(8), TG_FLOAT32), IN(1)), tg_reshape(IN(4), NULL, 0));
+  tg_tensor *y = conv_run(n, x, w, b);
+  return ox_set(n, 0, ox_quantize(y, IN(6), IN(7), IN(7) ? tg_get_dtype(IN(7)) : TG_UINT8));
 }
 
 /* ConvTranspose: the full output (no pads), then cropped by the pads and extended by
@@ -88,14 +118,12 @@ static int op_conv_transpose(ox_node *n) {
   int c = ox_attr_ints(n, "output_padding", v, MAXD);
   for (int i = 0; i < g.nsp; i++) op[i] = c > i ? v[i] : 0;
   int nos = ox_attr_ints(n, "output_shape", os, MAXD);
-  bool same = !strncmp(ap, "SAME", 4);
+  bool same = !strncmp(ap, "SAME", 4), upper = !strcmp(ap, "SAME_UPPER");
   for (int i = 0; i < g.nsp && (nos >= 1 || same); i++) {
     int64_t in = tg_dim(x, 2 + i), full = (in - 1) * g.stride[i] + (int64_t)(g.k[i] - 1) * g.dil[i] + 1 + op[i];
     int64_t want = nos >= 1 ? os[nos - g.nsp + i] : in * g.stride[i], total = full - want;
-    bool upper = !strcmp(ap, "SAME_UPPER") || nos >= 1;
-    g.pb[i] = upper ? total / 2 : total - total / 2, g.pe[i] = total - g.pb[i];
-    if (!strcmp(ap, "SAME_UPPER")) g.pb[i] = total / 2, g.pe[i] = total - total / 2;
-    if (nos >= 1 && strcmp(ap, "SAME_UPPER")) g.pb[i] = total - total / 2, g.pe[i] = total / 2;
+    int64_t half = total >= 0 ? total / 2 : -((-total + 1) / 2); /* floor, as the reference's // */
+    g.pb[i] = upper ? half : total - half, g.pe[i] = total - g.pb[i];
   }
   int zero[MAXD] = {0};
   tg_tensor *y = tg_conv_transpose(x, w, NULL, g.nsp, g.stride, zero, zero, g.dil, (int)ox_attr_i(n, "group", 1));
@@ -112,17 +140,34 @@ static int op_conv_transpose(ox_node *n) {
 
 /* ---------------------------------------------------------------- pooling */
 
+/* Pads beyond half the kernel (tg's limit) become an explicit pad of x: -inf for max; for
+ * avg, a sum pool divided by the count of real taps (or the kernel size with
+ * count_include_pad). */
 static int op_pool(ox_node *n) {
   tg_tensor *x = IN(0);
   window g;
   if (!x || window_read(n, x, NULL, &g)) return -1;
+  bool avg = !strcmp(n->np->op_type, "AveragePool"), wide = false;
+  bool include = ox_attr_i(n, "count_include_pad", 0) != 0;
   int pb[MAXD], pe[MAXD];
-  for (int i = 0; i < g.nsp; i++) pb[i] = (int)g.pb[i], pe[i] = (int)g.pe[i];
+  for (int i = 0; i < g.nsp; i++) wide |= 2 * g.pb[i] > g.k[i] || 2 * g.pe[i] > g.k[i];
+  tg_dtype dt = tg_get_dtype(x);
+  if (!tg_dtype_is_float(dt)) x = tg_cast(x, TG_FLOAT64);
+  tg_tensor *ones = NULL;
+  if (wide) {
+    if (avg && !include) ones = pad_spatial(tg_ones_like(x), &g, 0.0);
+    x = pad_spatial(x, &g, avg ? 0.0 : -INFINITY);
+  }
+  for (int i = 0; i < g.nsp; i++) pb[i] = wide ? 0 : (int)g.pb[i], pe[i] = wide ? 0 : (int)g.pe[i];
   tg_pool_opts o = {.stride = g.stride, .padding = pb, .padding_after = pe, .dilation = g.dil,
-                    .ceil_mode = ox_attr_i(n, "ceil_mode", 0) != 0,
-                    .exclude_pad = ox_attr_i(n, "count_include_pad", 0) == 0};
-  if (!strcmp(n->np->op_type, "AveragePool")) return ox_set(n, 0, tg_avg_pool(x, g.nsp, g.k, &o));
+                    .ceil_mode = ox_attr_i(n, "ceil_mode", 0) != 0, .exclude_pad = !include};
+  if (avg && ones) {
+    o.divisor = 1;
+    return ox_set(n, 0, tg_div(tg_avg_pool(x, g.nsp, g.k, &o), tg_avg_pool(ones, g.nsp, g.k, &o)));
+  }
+  if (avg) return ox_set(n, 0, tg_avg_pool(x, g.nsp, g.k, &o));
   if (ox_attr_i(n, "storage_order", 0)) return ox_fail(n, TG_ERR_ARG, "storage_order 1 is not supported");
+  if (wide && n->nout > 1) return ox_fail(n, TG_ERR_ARG, "Indices with pads beyond half the kernel are not supported");
   tg_tensor *idx = NULL;
   tg_tensor *y = tg_max_pool(x, g.nsp, g.k, &o, n->nout > 1 ? &idx : NULL);
   if (idx) { /* tg: position within the channel; ONNX: within the whole tensor */
@@ -131,7 +176,7 @@ static int op_pool(ox_node *n) {
     tg_tensor *base = tg_reshape(tg_mul_s(tg_arange(0, (double)(N * C), 1, TG_INT64), (double)spatial), s, 2 + g.nsp);
     n->out[1] = tg_add(idx, base);
   }
-  return ox_set(n, 0, y);
+  return ox_set(n, 0, tg_get_dtype(y) == dt ? y : tg_cast(y, dt));
 }
 
 static int op_global_pool(ox_node *n) {
@@ -291,6 +336,8 @@ const ox_op ox_ops_nn[] = {
     {"ConvTranspose", 1, op_conv_transpose, CONV_ATTRS ",output_padding,output_shape"},
     {"MaxPool", 1, op_pool, POOL_ATTRS ",storage_order"},
     {"AveragePool", 1, op_pool, POOL_ATTRS ",count_include_pad"},
+    {"ConvInteger", 10, op_conv_integer, CONV_ATTRS},
+    {"QLinearConv", 10, op_qlinear_conv, CONV_ATTRS},
     {"GlobalAveragePool", 1, op_global_pool, ""},
     {"GlobalMaxPool", 1, op_global_pool, ""},
     {"BatchNormalization", 9, op_batchnorm, "epsilon,momentum,training_mode"},
