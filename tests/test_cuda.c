@@ -17,6 +17,7 @@
 #include "device/cuda.h"
 #include "device/device.h"
 #include "device/disk_cache.h"
+#include "uop/dtype.h"
 
 /* ------------------------------------------------------------ helpers */
 
@@ -252,8 +253,8 @@ TEST_CHILD(cuda_check_child) {
   int rc = tg_to_host(tg_relu(tg_matmul(ta, tb)), out, sizeof out);
   float sum = 0;
   int rc2 = tg_to_host(tg_sum(tg_exp(ta), NULL, 0, false), &sum, sizeof sum);
-  printf("rc=%d rc2=%d out=%g %g %g %g sum=%.6g checked=%llu err=%s\n", rc, rc2, out[0], out[1], out[2], out[3], sum,
-         (unsigned long long)cuda_checked_kernels, tg_last_error());
+  printf("rc=%d rc2=%d out=%g %g %g %g sum=%.6g checked=%llu ptx=%llu err=%s\n", rc, rc2, out[0], out[1], out[2], out[3], sum,
+         (unsigned long long)cuda_checked_kernels, (unsigned long long)cuda_ptx_checked_kernels, tg_last_error());
   CHECK(1);
   tg_scope_end(s);
 }
@@ -274,6 +275,190 @@ TEST(cuda_offline_check_compiles_rendered_kernels) {
   CHECK(strstr(out, "rc=0 rc2=0 out=7.5 0 18 0") && strstr(out, "checked=0 ")); /* off: nothing compiled */
   CHECK(harness_run_child("cuda_check_child", "DEV=CL TG_CUDA_CHECK=1 TG_NVRTC_LIBRARY=/nonexistent/libnvrtc.so", out, sizeof out) == 0);
   CHECK(strstr(out, "rc=-3") && strstr(out, "TG_CUDA_CHECK: CUDA: NVRTC not found")); /* asked for, but impossible: an error */
+  if (!strstr(out, "rc=-3")) printf("%s\n", out);
+}
+
+/* ------------------------------------------------------------ the PTX renderer (no GPU) */
+
+#define NEED_PTXAS()                                                          \
+  do {                                                                        \
+    if (!cuda_ptxas_available()) {                                            \
+      char w_[512];                                                           \
+      snprintf(w_, sizeof w_, "%s", tg_last_error());                         \
+      tg_clear_error();                                                       \
+      SKIP("ptxas is not available here: %s", w_);                            \
+    }                                                                         \
+  } while (0)
+
+/* Hand-built lowered kernels: buffers, loops, loads and stores as lower.c makes them. */
+static uop *buf(tg_dtype dt, int slot, int64_t n) { return uop_new(OP_DEFINE_GLOBAL, dt, NULL, 0, (int64_t[]){slot, n}, 2); }
+static uop *range(int64_t n, int id, int kind) { return uop_new(OP_RANGE, TG_INT64, (uop *[]){uop_idx(n)}, 1, (int64_t[]){id, kind}, 2); }
+static uop *load(uop *g, uop *idx) { return uop_new(OP_LOAD, g->dtype, (uop *[]){g, idx}, 2, NULL, 0); }
+static uop *store(uop *g, uop *idx, uop *v) { return uop_new(OP_STORE, v->dtype, (uop *[]){g, idx, v}, 3, NULL, 0); }
+static uop *un(uop_op op, uop *a) { return uop_new1(op, a->dtype, a); }
+
+/* Linearize a SINK of stores and render it as PTX for sm_90; NULL on error. */
+static char *ptx_of(uop **stores, int n, const char *name) {
+  lin_program prog = {0};
+  kernel_info info = {0};
+  uop *sink = uop_new(OP_SINK, TG_BOOL, stores, n, NULL, 0);
+  if (linearize(sink, &prog, &info) < 0) return NULL;
+  char *ptx = render_ptx(&prog, 1, &name, 90);
+  free(prog.ops);
+  return ptx;
+}
+
+/* Every ALU op tg has for dt (and a cast to every dtype, a bitcast, a masked load and a gated
+ * store), one output buffer each, over 1000 work-items. */
+static int all_ops(tg_dtype dt, uop **st) {
+  const int64_t n = 1000;
+  uop *i = range(n, 0, RANGE_GLOBAL), *a = load(buf(dt, 60, n), i), *b = load(buf(dt, 61, n), i);
+  uop *m = load(buf(TG_BOOL, 62, n), i), *c = uop_alu(OP_CMPLT, a, b);
+  uop *v[40];
+  int k = 0;
+  static const uop_op all[] = {OP_ADD, OP_SUB, OP_MUL, OP_MAX, OP_CMPLT, OP_CMPNE, OP_CMPEQ};
+  static const uop_op ints[] = {OP_IDIV, OP_MOD, OP_AND, OP_OR, OP_XOR, OP_SHL, OP_SHR, OP_POW};
+  static const uop_op floats[] = {OP_FDIV, OP_MOD, OP_POW};
+  static const uop_op funcs[] = {OP_EXP2, OP_LOG2, OP_SIN, OP_SQRT, OP_RECIP, OP_TRUNC, OP_NEG};
+  for (size_t j = 0; j < sizeof all / sizeof *all; j++) v[k++] = uop_alu(all[j], a, b);
+  v[k++] = uop_new3(OP_WHERE, dt, c, a, b);
+  if (dtype_is_int(dt)) {
+    for (size_t j = 0; j < sizeof ints / sizeof *ints; j++) v[k++] = uop_alu(ints[j], a, b);
+    v[k++] = un(OP_NOT, a), v[k++] = un(OP_NEG, a);
+  } else if (dtype_is_float(dt)) {
+    for (size_t j = 0; j < sizeof floats / sizeof *floats; j++) v[k++] = uop_alu(floats[j], a, b);
+    for (size_t j = 0; j < sizeof funcs / sizeof *funcs; j++) v[k++] = un(funcs[j], a);
+  } else {
+    v[k++] = uop_alu(OP_AND, a, b), v[k++] = uop_alu(OP_OR, a, b), v[k++] = uop_alu(OP_XOR, a, b), v[k++] = un(OP_NOT, a);
+  }
+  for (int to = 0; to < TG_DTYPE_COUNT; to++) v[k++] = uop_new1(OP_CAST, (tg_dtype)to, a);
+  static const tg_dtype same_size[9] = {[1] = TG_UINT8, [2] = TG_UINT16, [4] = TG_INT32, [8] = TG_INT64};
+  if (dt != TG_BOOL) v[k++] = uop_new1(OP_BITCAST, same_size[tg_dtype_size(dt)], a);
+  if (dt != TG_BOOL) v[k++] = uop_new1(OP_BITCAST, dt, uop_new1(OP_BITCAST, same_size[tg_dtype_size(dt)], b));
+  v[k++] = uop_new(OP_LOAD, dt, (uop *[]){buf(dt, 61, n), i, m}, 3, NULL, 0); /* masked */
+  for (int j = 0; j < k; j++) st[j] = store(buf(v[j]->dtype, j, n), i, v[j]);
+  st[k] = uop_new(OP_STORE, dt, (uop *[]){buf(dt, k, n), i, a, m}, 4, NULL, 0); /* gated */
+  return k + 1;
+}
+
+TEST(ptx_every_dtype_and_op_assembles) {
+  NEED_PTXAS();
+  for (int dt = 0; dt < TG_DTYPE_COUNT; dt++) {
+    size_t mark = uop_pool_mark();
+    uop *st[48];
+    char name[32];
+    snprintf(name, sizeof name, "ops_%s", dtype_table[dt].name);
+    int n = all_ops((tg_dtype)dt, st);
+    char *ptx = ptx_of(st, n, name);
+    CHECK(ptx != NULL);
+    int rc = ptx ? cuda_ptxas_check(ptx, "sm_90", name) : -1;
+    CHECK(rc == 0);
+    if (rc) printf("  %s: %s\n", name, tg_last_error());
+    if (ptx && dt == TG_FLOAT32) { /* IEEE division and square root; inputs read through the read-only path */
+      CHECK(strstr(ptx, "div.rn.f32") && strstr(ptx, "sqrt.rn.f32") && strstr(ptx, "ld.global.nc.f32"));
+      CHECK(strstr(ptx, ".visible .entry ops_float32(") && strstr(ptx, ".target sm_90"));
+    }
+    free(ptx);
+    tg_clear_error();
+    uop_pool_release(mark);
+  }
+}
+
+/* out[i] = sum_j a[16 i + j] and max_j a[16 i + j]: a reduce loop inside the work-item. */
+TEST(ptx_reductions_assemble) {
+  NEED_PTXAS();
+  static const tg_dtype dts[] = {TG_FLOAT32, TG_FLOAT16, TG_BFLOAT16, TG_FLOAT64, TG_INT8, TG_INT32, TG_UINT64, TG_BOOL};
+  for (size_t d = 0; d < sizeof dts / sizeof *dts; d++) {
+    size_t mark = uop_pool_mark();
+    tg_dtype dt = dts[d];
+    uop *i = range(64, 0, RANGE_GLOBAL), *j = range(16, 1, RANGE_REDUCE), *g = buf(dt, 2, 1024);
+    uop *x = load(g, uop_add(uop_mul(i, uop_idx(16)), j)), *st[2];
+    for (int k = 0; k < 2; k++) {
+      uop *red = uop_new(OP_REDUCE, dt, (uop *[]){x, j}, 2, (int64_t[]){k ? OP_MAX : OP_ADD, 1}, 2);
+      st[k] = store(buf(dt, k, 64), i, red);
+    }
+    char name[32];
+    snprintf(name, sizeof name, "sum_%s", dtype_table[dt].name);
+    char *ptx = ptx_of(st, 2, name);
+    CHECK(ptx && strstr(ptx, "bra B"));
+    CHECK(ptx && cuda_ptxas_check(ptx, "sm_90", name) == 0);
+    if (tg_last_error()[0]) printf("  %s: %s\n", name, tg_last_error());
+    free(ptx);
+    tg_clear_error();
+    uop_pool_release(mark);
+  }
+}
+
+/* A GROUPed sum's two stages in one module: 8 groups of partial sums into scratch (slot 2), then
+ * the combine; the parallel range is a digit of the work-item index like any output loop. */
+TEST(ptx_group_stages_assemble) {
+  NEED_PTXAS();
+  size_t mark = uop_pool_mark();
+  uop *p = range(8, 0, RANGE_PARALLEL), *i = range(4, 1, RANGE_GLOBAL), *r = range(32, 2, RANGE_REDUCE);
+  uop *a = load(buf(TG_FLOAT32, 1, 1024), uop_add(uop_mul(i, uop_idx(256)), uop_add(uop_mul(p, uop_idx(32)), r)));
+  uop *part = uop_new(OP_REDUCE, TG_FLOAT32, (uop *[]){a, r}, 2, (int64_t[]){OP_ADD, 1}, 2);
+  uop *s1 = store(buf(TG_FLOAT32, 2, 32), uop_add(uop_mul(p, uop_idx(4)), i), part);
+  uop *i2 = range(4, 0, RANGE_GLOBAL), *q = range(8, 1, RANGE_REDUCE);
+  uop *pl = load(buf(TG_FLOAT32, 2, 32), uop_add(uop_mul(q, uop_idx(4)), i2));
+  uop *s2 = store(buf(TG_FLOAT32, 0, 4), i2, uop_new(OP_REDUCE, TG_FLOAT32, (uop *[]){pl, q}, 2, (int64_t[]){OP_ADD, 1}, 2));
+  lin_program progs[2] = {{0}};
+  kernel_info info = {0};
+  CHECK(linearize(uop_new(OP_SINK, TG_BOOL, &s1, 1, NULL, 0), &progs[0], &info) == 0);
+  CHECK(linearize(uop_new(OP_SINK, TG_BOOL, &s2, 1, NULL, 0), &progs[1], &info) == 0);
+  const char *names[2] = {"r_4_partial", "r_4_combine"};
+  char *ptx = render_ptx(progs, 2, names, 90);
+  CHECK(ptx && strstr(ptx, ".entry r_4_partial(") && strstr(ptx, ".entry r_4_combine("));
+  CHECK(ptx && cuda_ptxas_check(ptx, "sm_90", "r_4_partial") == 0);
+  if (tg_last_error()[0]) printf("  %s\n", tg_last_error());
+  free(ptx), free(progs[0].ops), free(progs[1].ops);
+  tg_clear_error();
+  uop_pool_release(mark);
+}
+
+TEST(ptx_rejected_by_ptxas_names_the_kernel) {
+  NEED_PTXAS();
+  const char *bad = ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry broken_kernel(.param .u64 tg_n)\n"
+                    "{\n\tadd.f32 %f1, %f2, %f3;\n\tret;\n}\n"; /* registers never declared */
+  char cache[PATH_MAX];
+  CHECK(make_temp_dir(cache, sizeof cache));
+  setenv("TG_CACHE_DIR", cache, 1); /* nothing remembered from another run */
+  int rc = cuda_ptxas_check(bad, "sm_90", "broken_kernel");
+  CHECK(rc == TG_ERR_COMPILE);
+  CHECK(strstr(tg_last_error(), "ptxas rejects kernel broken_kernel (sm_90)") != NULL);
+  CHECK(strstr(tg_last_error(), "%f1") != NULL); /* ptxas's log: the undeclared register */
+  tg_clear_error();
+  unsetenv("TG_CACHE_DIR");
+  remove_tree(cache);
+  setenv("TG_PTXAS", "/nonexistent/ptxas", 1);
+  CHECK(cuda_ptxas_check(bad, "sm_90", "broken_kernel") == TG_ERR_COMPILE && strstr(tg_last_error(), "ptxas not found at /nonexistent/ptxas"));
+  unsetenv("TG_PTXAS");
+  tg_clear_error();
+}
+
+/* A kernel with vector lanes has no PTX: an error naming it, not bad assembly. */
+TEST(ptx_vector_lanes_are_an_error) {
+  size_t mark = uop_pool_mark();
+  uop *l = range(4, 0, RANGE_LANE), *st = store(buf(TG_FLOAT32, 0, 4), l, load(buf(TG_FLOAT32, 1, 4), l));
+  char *ptx = ptx_of(&st, 1, "vec_kernel");
+  CHECK(ptx == NULL && strstr(tg_last_error(), "render_ptx: kernel vec_kernel: ") && strstr(tg_last_error(), "vector"));
+  free(ptx);
+  tg_clear_error();
+  uop_pool_release(mark);
+}
+
+/* TG_CUDA_CHECK=1 CUDA_PTX=1: the kernels of a realize on the OpenCL device are also assembled. */
+TEST(ptx_offline_check_assembles_rendered_kernels) {
+  NEED_NVRTC();
+  NEED_PTXAS();
+  if (!tg_device_available("CL")) SKIP("no OpenCL device to build GPU-style programs for");
+  char out[8192];
+  CHECK(harness_run_child("cuda_check_child", "DEV=CL TG_CUDA_CHECK=1 CUDA_PTX=1", out, sizeof out) == 0);
+  CHECK(strstr(out, "rc=0 rc2=0 out=7.5 0 18 0 sum=") != NULL);
+  unsigned long long ptx = 0;
+  const char *c = strstr(out, "ptx=");
+  CHECK(c && sscanf(c, "ptx=%llu", &ptx) == 1 && ptx >= 2);
+  CHECK(harness_run_child("cuda_check_child", "DEV=CL TG_CUDA_CHECK=1 CUDA_PTX=1 TG_PTXAS=/nonexistent/ptxas", out, sizeof out) == 0);
+  CHECK(strstr(out, "rc=-3") && strstr(out, "ptxas not found")); /* asked for, but impossible: an error */
   if (!strstr(out, "rc=-3")) printf("%s\n", out);
 }
 

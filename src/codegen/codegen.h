@@ -171,6 +171,8 @@ char *render_c(const lin_program *progs, int n, const char *const *names);
  * order, the first slowest (lin_work_items). Buffers up to the highest one used. */
 char *render_opencl(const lin_program *progs, int n, const char *const *names);
 char *render_cuda(const lin_program *progs, int n, const char *const *names);
+/* The same kernels as PTX for sm_<sm> (render/ptx.c; CUDA_PTX=1), or NULL with the error set. */
+char *render_ptx(const lin_program *progs, int n, const char *const *names, int sm);
 /* Work-items of a program rendered for a GPU: the product of its output loops' sizes. */
 long long lin_work_items(const lin_program *prog);
 

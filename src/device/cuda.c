@@ -13,8 +13,12 @@
  * Launches go to the default stream under one lock and wait for the context to finish, so a
  * launch's error is its own. Copies are synchronous (cuMemcpyHtoD/DtoH).
  *
+ * CUDA_PTX=1: kernels are rendered straight to PTX (render_ptx, render/ptx.c) and the driver
+ * JIT-compiles them (cuModuleLoadData takes PTX text as well as cubins); NVRTC is not used.
+ *
  * NVRTC alone, with no driver or GPU, is also the offline check (TG_CUDA_CHECK=1): the CUDA C of
- * every kernel built for any device is compiled for sm_90, and a kernel NVRTC rejects fails. */
+ * every kernel built for a work-item device is compiled for sm_90, and a kernel NVRTC rejects
+ * fails; with CUDA_PTX=1 its PTX is also assembled by ptxas (the toolkit's, a subprocess). */
 #include "device/cuda.h"
 
 #include <dlfcn.h>
@@ -27,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "device/device.h"
 #include "device/disk_cache.h"
@@ -41,6 +46,8 @@ enum { NFLAGS = sizeof nvrtc_flags / sizeof *nvrtc_flags };
 /* Where NVRTC is looked for, after $TG_NVRTC_LIBRARY (that file only) and $CUDA_PATH/lib64. */
 static const char *const nvrtc_paths[] = {"libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12", "/usr/local/cuda/lib64/libnvrtc.so"};
 #define CHECK_ARCH "sm_90" /* the offline check's target: the H100 */
+/* Where ptxas is looked for, after $TG_PTXAS (that file only) and $CUDA_PATH/bin/ptxas. */
+#define PTXAS_PATH "/usr/local/cuda/bin/ptxas"
 #define BLOCK 256          /* threads per block (fewer for smaller launches) */
 #define MAX_ARGS 128       /* buffers a launch passes */
 
@@ -293,6 +300,79 @@ int cuda_nvrtc_cubin(const char *src, const char *arch, const char *const *names
   return rc < 0 ? rc : 0;
 }
 
+/* ---------------------------------------------------------------- ptxas */
+
+bool cuda_ptx_mode(void) { return tg_getenv_int("CUDA_PTX", 0) != 0; }
+
+/* ptxas: $TG_PTXAS, $CUDA_PATH/bin/ptxas or PTXAS_PATH; false with why when none runs. */
+static bool find_ptxas(char *path, size_t n, char *why, size_t wn) {
+  const char *env = getenv("TG_PTXAS"), *cuda = getenv("CUDA_PATH");
+  if (env && *env) snprintf(path, n, "%s", env);
+  else if (cuda && *cuda) snprintf(path, n, "%s/bin/ptxas", cuda);
+  else snprintf(path, n, "%s", PTXAS_PATH);
+  if (access(path, X_OK) == 0) return true;
+  snprintf(why, wn, "ptxas not found at %s (install the CUDA toolkit, or set CUDA_PATH or TG_PTXAS)", path);
+  return false;
+}
+
+bool cuda_ptxas_available(void) {
+  char path[PATH_MAX], why[PATH_MAX + 96];
+  if (find_ptxas(path, sizeof path, why, sizeof why)) return true;
+  tg_set_error(TG_ERR_COMPILE, "CUDA: %s", why);
+  return false;
+}
+
+/* Append s to the shell command in b, single-quoted (a quote inside becomes '\''). */
+static void sb_quoted(strbuf *b, const char *s) {
+  sb_printf(b, "'");
+  for (const char *q; (q = strchr(s, '\'')); s = q + 1) sb_printf(b, "%.*s'\\''", (int)(q - s), s);
+  sb_printf(b, "%s'", s);
+}
+
+/* Run ptxas -arch=arch on the PTX in file: 0, or its exit status with its output in log. */
+static int run_ptxas(const char *ptxas, const char *arch, const char *file, char *log, size_t n) {
+  strbuf cmd = {0};
+  sb_quoted(&cmd, ptxas);
+  sb_printf(&cmd, " -arch=%s -o /dev/null ", arch);
+  sb_quoted(&cmd, file);
+  sb_printf(&cmd, " 2>&1");
+  FILE *p = cmd.s ? popen(cmd.s, "r") : NULL;
+  sb_free(&cmd);
+  if (!p) return snprintf(log, n, "cannot run %.200s", ptxas), -1;
+  size_t got = fread(log, 1, n - 1, p);
+  char sink[4096];
+  while (fread(sink, 1, sizeof sink, p) > 0) {}
+  log[got] = 0;
+  return pclose(p);
+}
+
+int cuda_ptxas_check(const char *ptx, const char *arch, const char *kernel) {
+  char ptxas[PATH_MAX], why[PATH_MAX + 96], name[128], path[PATH_MAX], tmp[PATH_MAX], log[1200];
+  if (!find_ptxas(ptxas, sizeof ptxas, why, sizeof why)) return tg_set_error(TG_ERR_COMPILE, "CUDA: %s", why);
+  const char *parts[] = {ptx, arch, ptxas};
+  disk_cache_key(name, sizeof name, "ptxas-", parts, 3, ".ok");
+  if (disk_cache_find(name, NULL, path, sizeof path) == 1) return 0; /* assembled before */
+  int rc = disk_cache_temp(name, ".ptx", tmp, sizeof tmp);
+  if (rc < 0) return rc;
+  FILE *f = fopen(tmp, "w");
+  bool written = f && fputs(ptx, f) >= 0;
+  if (f && fclose(f) != 0) written = false;
+  int status = written ? run_ptxas(ptxas, arch, tmp, log, sizeof log) : -1;
+  unlink(tmp);
+  if (!written) return tg_set_error(TG_ERR_COMPILE, "ptxas: cannot write %s", tmp);
+  if (status != 0) return tg_set_error(TG_ERR_COMPILE, "ptxas rejects kernel %s (%s): %.900s", kernel, arch, log[0] ? log : "no output");
+  disk_cache_write(name, "ok\n", 3);
+  return 0;
+}
+
+_Atomic uint64_t cuda_ptx_checked_kernels;
+
+/* The arch's number: "sm_90" → 90. */
+static int arch_number(const char *arch) { return atoi(arch + 3); }
+
+/* CUDA_PTX=1 under TG_CUDA_CHECK: the programs' PTX must assemble with ptxas. */
+static int ptx_offline_check(const lin_program *progs, int n, const char *const *names);
+
 /* ---------------------------------------------------------------- the offline check */
 
 _Atomic uint64_t cuda_checked_kernels;
@@ -334,6 +414,26 @@ int cuda_offline_check(const lin_program *progs, int n, const char *const *names
     cuda_checked_kernels++;
   }
   free(src);
+  if (rc >= 0 && cuda_ptx_mode()) rc = ptx_offline_check(progs, n, names);
+  return rc < 0 ? rc : 0;
+}
+
+static int ptx_offline_check(const lin_program *progs, int n, const char *const *names) {
+  char why[1200];
+  char *ptx = render_ptx(progs, n, names, arch_number(check.arch));
+  if (!ptx) {
+    snprintf(why, sizeof why, "%s", tg_last_error());
+    return tg_set_error(TG_ERR_COMPILE, "TG_CUDA_CHECK: %s", why);
+  }
+  int rc = cuda_ptxas_check(ptx, check.arch, names[0]);
+  if (rc < 0) {
+    snprintf(why, sizeof why, "%s", tg_last_error());
+    fprintf(stderr, "TG_CUDA_CHECK: %s\n---- its PTX ----\n%s----\n", why, ptx);
+    tg_set_error(TG_ERR_COMPILE, "TG_CUDA_CHECK: %s", why);
+  } else {
+    cuda_ptx_checked_kernels++;
+  }
+  free(ptx);
   return rc < 0 ? rc : 0;
 }
 
@@ -412,6 +512,7 @@ static void driver_once(void) {
     return;
   }
   if (!load_table(lib, path, cu_names, sizeof cu_names / sizeof *cu_names, &D.f, D.why, sizeof D.why) || !find_gpu()) return;
+  if (cuda_ptx_mode()) return; /* the driver compiles PTX itself */
   pthread_once(&N.once, nvrtc_once); /* kernels need NVRTC too */
   if (N.why[0]) snprintf(D.why, sizeof D.why, "%s", N.why);
 }
@@ -471,11 +572,14 @@ static int record_kernel(void *fn, const char *name) {
   return rc < 0 ? tg_set_error(TG_ERR_NOMEM, "CUDA: out of memory") : 0;
 }
 
-/* Load a cubin and find names[0..n) in it; the module stays loaded for the life of the process. */
+/* Load a cubin (or PTX text, JIT-compiled by the driver) and find names[0..n) in it; the module
+ * stays loaded for the life of the process. */
 static int load_module(const char *cubin, const char *const *names, int n, void **fns) {
   void *mod = NULL;
   CUresult r = D.f.cuModuleLoadData(&mod, cubin);
-  if (r != 0) return tg_set_error(TG_ERR_COMPILE, "CUDA: the driver refuses the cubin of kernel %s: %s", names[0], cu_error(r));
+  if (r != 0)
+    return tg_set_error(TG_ERR_COMPILE, "CUDA: the driver refuses the %s of kernel %s: %s", cuda_ptx_mode() ? "PTX" : "cubin", names[0],
+                        cu_error(r));
   for (int i = 0; i < n; i++) {
     if ((r = D.f.cuModuleGetFunction(&fns[i], mod, names[i])) == 0 && record_kernel(fns[i], names[i]) == 0) continue;
     if (r != 0) tg_set_error(TG_ERR_COMPILE, "CUDA: the cubin has no kernel %s: %s", names[i], cu_error(r));
@@ -485,8 +589,19 @@ static int load_module(const char *cubin, const char *const *names, int n, void 
   return 0;
 }
 
+/* CUDA_PTX=1: the driver JIT-compiles the PTX for its GPU (and caches it in its own cache). */
+static int compile_ptx(const char *src, const char *const *names, int n, void **fns) {
+  double t0 = tg_now();
+  int rc = load_module(src, names, n, fns);
+  if (rc < 0) return rc;
+  tg_thread_stats.kernels_compiled++;
+  tg_thread_stats.compile_seconds += tg_now() - t0;
+  return 0;
+}
+
 static int cuda_compile(const char *src, const char *const *names, int n, void **fns) {
   if (!ready()) return TG_ERR_DEVICE;
+  if (cuda_ptx_mode()) return compile_ptx(src, names, n, fns);
   double t0 = tg_now();
   char *cubin = NULL, path[PATH_MAX];
   size_t len = 0;
@@ -553,7 +668,13 @@ static int cuda_launch(kernel_fn fn, void **args, int nargs, long long n) {
 /* ---------------------------------------------------------------- the device */
 
 static void cuda_describe(char *buf, size_t n) {
-  snprintf(buf, n, "cuda %s %s driver %d %s %s block %d", D.name, D.arch, D.driver, N.version, NVRTC_FLAGS, BLOCK);
+  if (cuda_ptx_mode()) snprintf(buf, n, "cuda %s %s driver %d ptx block %d", D.name, D.arch, D.driver, BLOCK);
+  else snprintf(buf, n, "cuda %s %s driver %d %s %s block %d", D.name, D.arch, D.driver, N.version, NVRTC_FLAGS, BLOCK);
+}
+
+/* CUDA_PTX=1: the GPU's architecture picks the PTX target. */
+static char *render_ptx_gpu(const lin_program *progs, int n, const char *const *names) {
+  return render_ptx(progs, n, names, arch_number(D.arch));
 }
 
 static int cuda_open(void);
@@ -575,6 +696,7 @@ device cuda_device = {
  * threads that build programs, 1). */
 static int cuda_open(void) {
   if (!ready()) return TG_ERR_DEVICE;
+  cuda_device.render = cuda_ptx_mode() ? render_ptx_gpu : render_cuda;
   cuda_device.caps = (device_caps){.vector_bytes = 16, .vector_registers = 16, .l2_bytes = D.l2 > 0 ? D.l2 : 1 << 20, .threads = 1,
                                    .local_bytes = D.shared, .max_local_size = D.max_threads > 1 ? D.max_threads : 1024,
                                    .warp = D.warp > 0 ? D.warp : 32};

@@ -1,5 +1,6 @@
 /* cuda.h — the CUDA device (DEV=CUDA, src/device/cuda.c) and its offline check: NVRTC compiling
- * the CUDA C of every kernel tg builds, for any device, without a GPU (TG_CUDA_CHECK=1).
+ * the CUDA C of every kernel tg builds, for any device, without a GPU (TG_CUDA_CHECK=1), and with
+ * CUDA_PTX=1 ptxas assembling its PTX (render_ptx).
  * docs/devices.md, section CUDA. */
 #ifndef TG_DEVICE_CUDA_H
 #define TG_DEVICE_CUDA_H
@@ -26,7 +27,21 @@ int cuda_nvrtc_cubin(const char *src, const char *arch, const char *const *names
  * log (the source and the whole log go to stderr). Called by program_build for every device. */
 int cuda_offline_check(const lin_program *progs, int n, const char *const *names);
 
-/* Kernels the offline check compiled (or found in the disk cache) in this process. */
-extern _Atomic uint64_t cuda_checked_kernels;
+/* Kernels the offline check compiled (or found in the disk cache) in this process; of those,
+ * the ones whose PTX ptxas assembled (CUDA_PTX=1). */
+extern _Atomic uint64_t cuda_checked_kernels, cuda_ptx_checked_kernels;
+
+/* CUDA_PTX=1 (read each call): the device renders PTX (render_ptx) and the driver compiles it,
+ * and the offline check also assembles every kernel's PTX with ptxas. */
+bool cuda_ptx_mode(void);
+
+/* Whether ptxas is there ($TG_PTXAS, $CUDA_PATH/bin/ptxas, /usr/local/cuda/bin/ptxas); false
+ * with the reason as the thread's error. */
+bool cuda_ptxas_available(void);
+
+/* Assemble PTX for arch ("sm_90") with ptxas (a subprocess on a temp file; no GPU needed): 0
+ * when it is accepted (remembered in the disk cache by PTX, arch and ptxas path), else
+ * TG_ERR_COMPILE naming kernel, with the start of ptxas's log. */
+int cuda_ptxas_check(const char *ptx, const char *arch, const char *kernel);
 
 #endif
