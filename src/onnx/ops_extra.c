@@ -114,7 +114,7 @@ static int op_reverse_sequence(ox_node *n) {
   int ta = ox_axis(n, ox_attr_i(n, "time_axis", 0), nd), ba = ox_axis(n, ox_attr_i(n, "batch_axis", 1), nd);
   if (ta < 0 || ba < 0 || ta == ba) return ox_fail(n, TG_ERR_ARG, "bad time_axis / batch_axis");
   int64_t T = tg_dim(x, ta), B = tg_dim(x, ba), lens[4096], s[MAXD], xs[MAXD];
-  if (B > 4096 || T > ((int64_t)1 << 20) || ox_host_ints(IN(1), lens, 4096) != B)
+  if (B > 4096 || T * B > ((int64_t)1 << 22) || ox_host_ints(IN(1), lens, 4096) != B)
     return ox_fail(n, TG_ERR_ARG, "sequence_lens must have one value per batch entry");
   int64_t *idx = malloc((size_t)(T * B + 1) * sizeof *idx);
   if (!idx) return tg_set_error(TG_ERR_NOMEM, "out of memory");

@@ -13,7 +13,7 @@
 
 #define IN(i) (n->nin > (i) ? n->in[i] : NULL)
 #define MAXD OX_MAX_DIMS
-#define MAX_OUT ((int64_t)1 << 24) /* positions per axis the host computes taps for */
+#define MAX_OUT ((int64_t)1 << 20) /* positions per axis the host computes taps for */
 
 typedef struct rs_opts {
   const char *ctm, *mode, *nearest;

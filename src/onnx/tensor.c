@@ -78,8 +78,8 @@ static bool tp_numel(const Onnx__TensorProto *tp, int64_t *numel) {
   int64_t n = 1;
   for (size_t i = 0; i < tp->n_dims; i++)
     if (tp->dims[i] < 0 || !ck_mul(n, tp->dims[i], &n))
-      return tg_set_error(TG_ERR_SHAPE, "ONNX tensor '%s': bad dims (dim %zu is %lld)", tp->name ? tp->name : "",
-                          i, (long long)tp->dims[i]), false;
+      return tg_set_error(TG_ERR_SHAPE, "ONNX tensor '%s': %s (dim %zu is %lld)", tp->name ? tp->name : "",
+                          tp->dims[i] < 0 ? "a negative dim" : "dims overflow int64", i, (long long)tp->dims[i]), false;
   *numel = n;
   return true;
 }
@@ -199,6 +199,11 @@ tg_tensor *ox_tensor_from_proto(const Onnx__TensorProto *tp, const char *dir) {
   int dt = ox_dtype(tp->data_type, what);
   int64_t numel, nbytes;
   if (dt < 0 || !tp_numel(tp, &numel)) return NULL;
+  bool external = tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+  if (ck_mul(numel, (int64_t)tg_dtype_size((tg_dtype)dt), &nbytes) && !external && tp->has_raw_data &&
+      (int64_t)tp->raw_data.len != nbytes)
+    return tg_set_error(TG_ERR_IO, "ONNX %s: %zu bytes of raw data for %lld elements of %s", what, tp->raw_data.len,
+                        (long long)numel, tg_dtype_name((tg_dtype)dt)), NULL;
   if (!ck_mul(numel, (int64_t)tg_dtype_size((tg_dtype)dt), &nbytes) || !tp_plausible(tp, nbytes))
     return tg_set_error(TG_ERR_IO, "ONNX %s: its dims (%lld elements) do not match the data in the file", what,
                         (long long)numel), NULL;

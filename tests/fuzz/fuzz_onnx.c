@@ -1,0 +1,50 @@
+/* fuzz_onnx.c — libFuzzer target: any bytes as an ONNX model file, and as a TensorProto (.pb).
+ * Loading must succeed or fail with a status and a message, and never allocate more than the
+ * bytes it was given justify (ASan's allocator_may_return_null would turn a huge request into
+ * a failure, but -rss_limit_mb catches one that succeeds). A model that loads has its graph
+ * built once (tg_onnx_run with float (2, 3) inputs: lazy, so no kernel is compiled but every
+ * handler's argument checks run); it must succeed or fail with a message. */
+#include <string.h>
+
+#include "fuzz_file.h"
+#include "tg_onnx.h"
+
+static void fuzz_model(const char *path) {
+  tg_clear_error();
+  tg_onnx_model *m = tg_onnx_load(path);
+  if (!m) {
+    fuzz_check_status("onnx_load", tg_last_error()[0] ? TG_ERR_IO : 0);
+    if (!tg_last_error()[0]) abort();
+    return;
+  }
+  int ni = tg_onnx_num_inputs(m), no = tg_onnx_num_outputs(m);
+  if (ni < 0 || no < 0) abort();
+  for (int i = 0; i < ni; i++)
+    if (!tg_onnx_input_name(m, i)) abort();
+  for (int i = 0; i < no; i++)
+    if (!tg_onnx_output_name(m, i)) abort();
+  if (ni <= 8 && no <= 8) {
+    tg_scope *s = tg_scope_begin();
+    tg_tensor *in[8], *out[8];
+    for (int i = 0; i < ni; i++) in[i] = tg_ones((int64_t[]){2, 3}, 2, TG_FLOAT32);
+    tg_clear_error();
+    int rc = tg_onnx_run(m, in, ni, out, no);
+    fuzz_check_status("onnx_run", rc);
+    for (int i = 0; rc == 0 && i < no; i++)
+      if (!out[i]) abort();
+    tg_scope_end(s);
+  }
+  tg_onnx_free(m);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  const char *path = fuzz_file(data, size);
+  fuzz_model(path);
+  tg_scope *s = tg_scope_begin();
+  tg_clear_error();
+  tg_tensor *t = tg_onnx_load_tensor(path);
+  if (!t && !tg_last_error()[0]) abort();
+  if (t && (size_t)tg_numel(t) * tg_dtype_size(tg_get_dtype(t)) > size) abort(); /* every byte comes from the file */
+  tg_scope_end(s);
+  return 0;
+}

@@ -1,0 +1,98 @@
+"""gen_fixtures.py — writes the ONNX files of tests/test_onnx.c (tests/fixtures/onnx/) and the
+seed corpus of tests/fuzz/fuzz_onnx.c (tests/fuzz/corpus/onnx/): small valid models and
+hostile ones (truncated, garbage, huge dims, a cycle, a missing initializer, a wrong dtype, an
+unsupported op or attribute, external data inside and outside the model's directory).
+
+Needs the `onnx` package (pip install onnx into a venv); the files are committed, so the
+test suite does not. Run from the repository root: python3 tests/onnx/gen_fixtures.py
+"""
+import os
+import shutil
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+FIX = "tests/fixtures/onnx"
+CORPUS = "tests/fuzz/corpus/onnx"
+F = TensorProto.FLOAT
+
+
+def model(nodes, inputs, outputs, inits=(), opset=17):
+    g = helper.make_graph(nodes, "g", inputs, outputs, initializer=list(inits))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 8
+    return m
+
+
+def vi(name, shape, t=F):
+    return helper.make_tensor_value_info(name, t, shape)
+
+
+def write(name, data):
+    with open(os.path.join(FIX, name), "wb") as f:
+        f.write(data)
+
+
+def main():
+    os.makedirs(FIX, exist_ok=True)
+    os.makedirs(CORPUS, exist_ok=True)
+    w = numpy_helper.from_array(np.array([[1, 2, 3], [4, 5, 6]], np.float32), "W")
+    # Y = Relu(X + W) - 1 and Z = Gemm(X, W^T): two outputs, one free input
+    add = model([helper.make_node("Add", ["X", "W"], ["S"]), helper.make_node("Relu", ["S"], ["R"]),
+                 helper.make_node("Sub", ["R", "one"], ["Y"]),
+                 helper.make_node("Gemm", ["X", "W"], ["Z"], transB=1)],
+                [vi("X", [2, 3])], [vi("Y", [2, 3]), vi("Z", [2, 2])],
+                [w, numpy_helper.from_array(np.array(1, np.float32), "one")])
+    good = add.SerializeToString()
+    write("add_relu.onnx", good)
+    write("truncated.onnx", good[: len(good) // 2])
+    write("garbage.onnx", b"\xff\xfe this is not a protobuf \x00\x01\x02" * 4)
+    for name, dims in (("huge_dims.onnx", [1 << 30, 1 << 20]), ("dims_overflow.onnx", [1 << 40, 1 << 40])):
+        huge = numpy_helper.from_array(np.zeros(1, np.float32), "W")
+        del huge.dims[:]
+        huge.dims.extend(dims)
+        write(name, model([helper.make_node("Add", ["X", "W"], ["Y"])], [vi("X", [1])], [vi("Y", [1])],
+                          [huge]).SerializeToString())
+    write("cycle.onnx", model([helper.make_node("Add", ["X", "B"], ["A"]), helper.make_node("Relu", ["A"], ["B"])],
+                              [vi("X", [1])], [vi("A", [1])]).SerializeToString())
+    write("missing_init.onnx", model([helper.make_node("Add", ["X", "W"], ["Y"])], [vi("X", [2, 3])],
+                                     [vi("Y", [2, 3])]).SerializeToString())
+    bad = helper.make_tensor("W", F, [2, 3], [1, 2, 3, 4, 5, 6])
+    bad.data_type = 99
+    write("wrong_dtype.onnx", model([helper.make_node("Add", ["X", "W"], ["Y"])], [vi("X", [2, 3])], [vi("Y", [2, 3])],
+                                    [bad]).SerializeToString())
+    short = numpy_helper.from_array(np.zeros(5, np.float32), "W")
+    del short.dims[:]
+    short.dims.extend([2, 3])
+    write("short_data.onnx", model([helper.make_node("Add", ["X", "W"], ["Y"])], [vi("X", [2, 3])],
+                                   [vi("Y", [2, 3])], [short]).SerializeToString())
+    write("unsupported_op.onnx", model([helper.make_node("FancyOp", ["X"], ["Y"])], [vi("X", [2])],
+                                       [vi("Y", [2])]).SerializeToString())
+    write("unsupported_attr.onnx", model([helper.make_node("Relu", ["X"], ["Y"], shininess=3)], [vi("X", [2])],
+                                         [vi("Y", [2])]).SerializeToString())
+    write("twice.onnx", model([helper.make_node("Relu", ["X"], ["Y"]), helper.make_node("Abs", ["X"], ["Y"])],
+                              [vi("X", [2])], [vi("Y", [2])]).SerializeToString())
+    # external data: W's 24 bytes at offset 8 of a file beside the model; and one pointing outside
+    ext = TensorProto(name="W", data_type=F, dims=[2, 3])
+    ext.data_location = TensorProto.EXTERNAL
+    for k, v in (("location", "ext_weights.bin"), ("offset", "8"), ("length", "24")):
+        e = ext.external_data.add()
+        e.key, e.value = k, v
+    write("ext_weights.bin", b"\0" * 8 + np.array([1, 2, 3, 4, 5, 6], np.float32).tobytes())
+    write("external.onnx", model([helper.make_node("Add", ["X", "W"], ["Y"])], [vi("X", [2, 3])], [vi("Y", [2, 3])],
+                                 [ext]).SerializeToString())
+    ext.external_data[0].value = "../../../etc/passwd"
+    write("external_escape.onnx", model([helper.make_node("Add", ["X", "W"], ["Y"])], [vi("X", [2, 3])],
+                                        [vi("Y", [2, 3])], [ext]).SerializeToString())
+    t = numpy_helper.from_array(np.arange(6, dtype=np.int64).reshape(2, 3), "T").SerializeToString()
+    write("tensor_i64.pb", t)
+    write("tensor_truncated.pb", t[:-5])
+    for name in sorted(os.listdir(FIX)):
+        if name.endswith(".onnx") or name.endswith(".pb"):
+            shutil.copy(os.path.join(FIX, name), os.path.join(CORPUS, name.rsplit(".", 1)[0]))
+    print("wrote", len(os.listdir(FIX)), "fixtures")
+
+
+if __name__ == "__main__":
+    main()

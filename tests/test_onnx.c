@@ -1,0 +1,155 @@
+/* test_onnx.c — the ONNX importer's API (include/tg_onnx.h) on small models from
+ * tests/fixtures/onnx (written by tests/onnx/gen_fixtures.py): a model's inputs, outputs and
+ * values against hand-computed ones, external data, TensorProto files, and every kind of bad
+ * file (truncated, garbage, huge dims, a cycle, a missing initializer, a wrong dtype, short
+ * data, a value defined twice, external data outside the model's directory), each checked
+ * for its error message. The op conformance tests are tests/onnx/conformance.c. */
+#include <string.h>
+
+#include "harness.h"
+#include "tg_onnx.h"
+
+#define FIX "tests/fixtures/onnx/"
+
+/* Load path, expect failure with `want` in the message. */
+static int load_fails_with(const char *path, const char *want) {
+  tg_clear_error();
+  tg_onnx_model *m = tg_onnx_load(path);
+  if (m) {
+    tg_onnx_free(m);
+    printf("  %s loaded, expected an error with \"%s\"\n", path, want);
+    return 0;
+  }
+  if (!strstr(tg_last_error(), want)) printf("  %s: message \"%s\" lacks \"%s\"\n", path, tg_last_error(), want);
+  return strstr(tg_last_error(), want) != NULL;
+}
+
+TEST(onnx_add_relu_gemm_values) {
+  tg_onnx_model *m = tg_onnx_load(FIX "add_relu.onnx");
+  CHECK(m != NULL);
+  if (!m) return;
+  CHECK(tg_onnx_num_inputs(m) == 1); /* W and one are initializers, not inputs */
+  CHECK(!strcmp(tg_onnx_input_name(m, 0), "X"));
+  CHECK(tg_onnx_input_name(m, 1) == NULL);
+  CHECK(tg_onnx_num_outputs(m) == 2);
+  CHECK(!strcmp(tg_onnx_output_name(m, 0), "Y") && !strcmp(tg_onnx_output_name(m, 1), "Z"));
+  tg_scope *s = tg_scope_begin();
+  float x[6] = {-2, 0, 1, 3, -10, 2}, w[6] = {1, 2, 3, 4, 5, 6}, y[6], z[4];
+  tg_tensor *in = tg_from_data(x, TG_FLOAT32, (int64_t[]){2, 3}, 2), *out[2];
+  CHECK(tg_onnx_run(m, &in, 1, out, 2) == 0);
+  CHECK(tg_to_host(out[0], y, sizeof y) == 0 && tg_to_host(out[1], z, sizeof z) == 0);
+  for (int i = 0; i < 6; i++) CHECK_CLOSE(y[i], (x[i] + w[i] > 0 ? x[i] + w[i] : 0) - 1, 1e-6);
+  for (int r = 0; r < 2; r++) /* Z = X W^T */
+    for (int c = 0; c < 2; c++) {
+      double ref = 0;
+      for (int k = 0; k < 3; k++) ref += x[r * 3 + k] * w[c * 3 + k];
+      CHECK_CLOSE(z[r * 2 + c], ref, 1e-6);
+    }
+  tg_scope_end(s);
+  tg_onnx_free(m);
+}
+
+TEST(onnx_outputs_belong_to_the_callers_scope) {
+  tg_stats before = tg_get_stats();
+  tg_onnx_model *m = tg_onnx_load(FIX "add_relu.onnx");
+  CHECK(m != NULL);
+  if (!m) return;
+  tg_scope *s = tg_scope_begin();
+  tg_tensor *in = tg_ones((int64_t[]){2, 3}, 2, TG_FLOAT32), *out[2];
+  CHECK(tg_onnx_run(m, &in, 1, out, 2) == 0);
+  CHECK(tg_realize(out[0]) == 0 && tg_realize(out[1]) == 0);
+  float y[6];
+  CHECK(tg_to_host(out[0], y, sizeof y) == 0 && y[5] == 6.0f); /* 1 + 6, relu, - 1 */
+  tg_scope_end(s);
+  tg_onnx_free(m);
+  CHECK(tg_get_stats().buffers_alive == before.buffers_alive); /* nothing left behind */
+}
+
+TEST(onnx_external_data) {
+  tg_onnx_model *m = tg_onnx_load(FIX "external.onnx");
+  CHECK(m != NULL);
+  if (!m) return;
+  tg_scope *s = tg_scope_begin();
+  tg_tensor *in = tg_full((int64_t[]){2, 3}, 2, 10, TG_FLOAT32), *out;
+  float y[6];
+  CHECK(tg_onnx_run(m, &in, 1, &out, 1) == 0 && tg_to_host(out, y, sizeof y) == 0);
+  for (int i = 0; i < 6; i++) CHECK(y[i] == 11.0f + (float)i); /* W = 1..6 at offset 8 */
+  tg_scope_end(s);
+  tg_onnx_free(m);
+  CHECK(load_fails_with(FIX "external_escape.onnx", "bad external data location '../../../etc/passwd'"));
+}
+
+TEST(onnx_load_tensor) {
+  tg_scope *s = tg_scope_begin();
+  tg_tensor *t = tg_onnx_load_tensor(FIX "tensor_i64.pb");
+  CHECK(t && tg_get_dtype(t) == TG_INT64 && tg_ndim(t) == 2 && tg_dim(t, 0) == 2 && tg_dim(t, 1) == 3);
+  int64_t v[6];
+  CHECK(t && tg_to_host(t, v, sizeof v) == 0);
+  for (int i = 0; t && i < 6; i++) CHECK(v[i] == i);
+  tg_clear_error();
+  CHECK(tg_onnx_load_tensor(FIX "tensor_truncated.pb") == NULL && strstr(tg_last_error(), "not a TensorProto"));
+  CHECK(tg_onnx_load_tensor(FIX "no_such.pb") == NULL && strstr(tg_last_error(), "cannot open"));
+  tg_scope_end(s);
+}
+
+TEST(onnx_bad_files_fail_with_a_message) {
+  CHECK(load_fails_with(FIX "truncated.onnx", "protobuf parse failed"));
+  CHECK(load_fails_with(FIX "garbage.onnx", "not an ONNX model"));
+  CHECK(load_fails_with(FIX "huge_dims.onnx", "4 bytes of raw data for 1125899906842624 elements"));
+  CHECK(load_fails_with(FIX "dims_overflow.onnx", "dims overflow int64 (dim 1 is 1099511627776)"));
+  CHECK(load_fails_with(FIX "cycle.onnx", "cycle"));
+  CHECK(load_fails_with(FIX "missing_init.onnx", "value 'W', which nothing defines"));
+  CHECK(load_fails_with(FIX "wrong_dtype.onnx", "unknown data type 99"));
+  CHECK(load_fails_with(FIX "short_data.onnx", "20 bytes of raw data for 6 elements of float32"));
+  CHECK(load_fails_with(FIX "twice.onnx", "value 'Y' is defined twice"));
+  CHECK(load_fails_with(FIX "no_such_model.onnx", "cannot open"));
+  CHECK(load_fails_with(NULL, "NULL path"));
+}
+
+TEST(onnx_huge_dims_allocate_nothing) {
+  tg_stats before = tg_get_stats();
+  CHECK(load_fails_with(FIX "huge_dims.onnx", "W")); /* (2^30, 2^20) floats claimed, 4 bytes present */
+  CHECK(tg_get_stats().bytes_alive == before.bytes_alive);
+}
+
+/* An op or attribute tg does not implement fails when the model runs, naming it. */
+static void run_fails_with(const char *path, const char *want) {
+  tg_onnx_model *m = tg_onnx_load(path);
+  CHECK(m != NULL);
+  if (!m) return;
+  tg_scope *s = tg_scope_begin();
+  tg_tensor *in = tg_ones((int64_t[]){2}, 1, TG_FLOAT32), *out = (tg_tensor *)1;
+  tg_clear_error();
+  CHECK(tg_onnx_run(m, &in, 1, &out, 1) < 0);
+  CHECK(out == NULL);
+  CHECK(strstr(tg_last_error(), want) != NULL);
+  tg_scope_end(s);
+  tg_onnx_free(m);
+}
+
+TEST(onnx_unsupported_op_and_attribute_are_named) {
+  run_fails_with(FIX "unsupported_op.onnx", "op FancyOp is not supported");
+  run_fails_with(FIX "unsupported_attr.onnx", "Relu node '': attribute 'shininess' is not supported");
+}
+
+TEST(onnx_run_argument_errors) {
+  tg_onnx_model *m = tg_onnx_load(FIX "add_relu.onnx");
+  CHECK(m != NULL);
+  if (!m) return;
+  tg_tensor *out[2];
+  tg_clear_error();
+  CHECK(tg_onnx_run(m, NULL, 0, out, 2) == TG_ERR_ARG && strstr(tg_last_error(), "0 inputs given, the model has 1"));
+  tg_scope *s = tg_scope_begin();
+  tg_tensor *in = tg_ones((int64_t[]){2, 3}, 2, TG_FLOAT32);
+  CHECK(tg_onnx_run(m, &in, 1, out, 1) == TG_ERR_ARG && strstr(tg_last_error(), "1 outputs asked for"));
+  tg_tensor *wrong = tg_ones((int64_t[]){4, 5}, 2, TG_FLOAT32); /* does not broadcast with W (2, 3) */
+  tg_clear_error();
+  CHECK(tg_onnx_run(m, &wrong, 1, out, 2) < 0 && strstr(tg_last_error(), "ONNX Add node"));
+  tg_tensor *none = NULL;
+  CHECK(tg_onnx_run(m, &none, 1, out, 2) < 0 && tg_last_error()[0]);
+  tg_scope_end(s);
+  CHECK(tg_onnx_run(NULL, NULL, 0, out, 0) == TG_ERR_ARG);
+  CHECK(tg_onnx_num_inputs(NULL) == -1 && tg_onnx_output_name(m, -1) == NULL);
+  tg_onnx_free(m);
+  tg_onnx_free(NULL);
+}
