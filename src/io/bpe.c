@@ -397,23 +397,35 @@ static void merge_word(const tg_bpe *t, bpe_work *w, int32_t m) {
 
 /* ---------------------------------------------------------------- encode / decode */
 
+/* Room for pieces of n bytes: n symbols, and 3n heap entries (n - 1 pairs at the start, at
+ * most two new ones per merge). */
+static int grow_work(bpe_work *w, size_t *room, size_t n) {
+  bpe_sym *sym = realloc(w->sym, sizeof *sym * n);
+  if (sym) w->sym = sym;
+  bpe_merge *heap = sym ? realloc(w->heap, sizeof *heap * 3 * n) : NULL;
+  if (heap) w->heap = heap, *room = n;
+  return heap ? 0 : -1;
+}
+
 int64_t tg_bpe_encode(const tg_bpe *t, const char *text, size_t len, int32_t *ids, int64_t cap) {
   static const char op[] = "bpe_encode";
   if (!t || (!text && len)) return tg_set_error(TG_ERR_ARG, "%s: NULL %s", op, t ? "text" : "tokenizer");
   if (cap < 0 || (cap > 0 && !ids)) return tg_set_error(TG_ERR_ARG, "%s: %s", op, cap < 0 ? "negative capacity" : "NULL ids");
+  if (len > INT32_MAX) return tg_set_error(TG_ERR_ARG, "%s: a text of %zu bytes is above the 2^31 - 1 limit", op, len);
   if (!io_utf8_valid(text, len)) return tg_set_error(TG_ERR_ARG, "%s: the text is not valid UTF-8", op);
   const unsigned char *s = (const unsigned char *)text;
   for (size_t i = 0; i < len; i++)
     if (t->byte_id[s[i]] < 0) return tg_set_error(TG_ERR_ARG, "%s: the vocabulary has no token for byte 0x%02x", op, s[i]);
-  bpe_work w = {malloc(sizeof *w.sym * (len ? len : 1)), malloc(sizeof *w.heap * 3 * (len ? len : 1)), 0};
-  if (!w.sym || !w.heap) {
-    free(w.sym), free(w.heap);
-    return tg_set_error(TG_ERR_NOMEM, "%s: out of memory for %zu bytes", op, len);
-  }
+  bpe_work w = {0};
+  size_t room = 0; /* symbols w has room for: grown to the longest piece so far */
   int64_t count = 0;
   for (size_t i = 0, end; i < len; i = end) {
     end = piece_end(s, len, i);
     int32_t m = (int32_t)(end - i);
+    if ((size_t)m > room && grow_work(&w, &room, (size_t)m) < 0) {
+      free(w.sym), free(w.heap);
+      return tg_set_error(TG_ERR_NOMEM, "%s: out of memory for a piece of %d bytes", op, m);
+    }
     for (int32_t k = 0; k < m; k++) w.sym[k].id = t->byte_id[s[i + (size_t)k]];
     merge_word(t, &w, m);
     for (int32_t k = 0; k >= 0; k = w.sym[k].next, count++)
