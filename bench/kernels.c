@@ -185,6 +185,18 @@ static void sgemm_rows(bool quick) {
   }
 }
 
+/* Softmax over the last axis of 4096x4096 float32 (issue 21's target: 70% of copy bandwidth):
+ * the row's GB/s counts every kernel's traffic; the line after it counts the tensor's own
+ * bytes (64 MiB read + 64 MiB written) per second, the copy-equivalent rate.
+ * TRANSCENDENTAL=0 in the environment gives the libm-per-lane exp2 for comparison. */
+static void softmax_big_row(double bw) {
+  tg_tensor *x = random_buffer((int64_t[]){4096, 4096}, 2);
+  double t = row("softmax 4096x4096", e_softmax, &x, 5, MODE_DEFAULT, "copy GB/s", bw, true);
+  double gbs = 2.0 * 4096 * 4096 * 4 / t * 1e-9;
+  printf("%-32s %10s %9s %8.1f   %-18s %9.1f %7.2f\n", "  (tensor bytes: read + write)", "", "", gbs, "copy GB/s", bw, gbs / bw);
+  tg_free(x);
+}
+
 static void memory_rows(void) {
   if (!wanted("add") && !wanted("mul") && !wanted("relu") && !wanted("sum") && !wanted("softmax")) return;
   int64_t big = 1 << 24;
@@ -205,6 +217,7 @@ static void memory_rows(void) {
   tg_tensor *sm = random_buffer((int64_t[]){512, 1000}, 2);
   row("softmax 512x1000", e_softmax, &sm, 5, MODE_DEFAULT, "copy GB/s", bw, true);
   tg_free(sm);
+  softmax_big_row(bw);
 }
 
 /* The demo's conv layers: forward, grad w, grad x; default, BEAM=2, and torch (ms). */

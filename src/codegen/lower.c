@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "codegen/codegen.h"
+#include "codegen/transcendental.h"
 #include "tensor/tensor.h"
 #include "uop/dtype.h"
 #include "uop/symbolic.h"
@@ -574,6 +575,7 @@ uop *lower_kernel(uop *ast, const kshape *ks_in, int stage, kernel_info *info) {
   uop *sink = lower_stores(&c, ast, info);
   sink = graph_rewrite(sink, tables(0), &c);
   sink = graph_rewrite(sink, tables(1), NULL);
+  sink = transcendental_rewrite(sink, c.ks); /* exp2/log2/sin as polynomials (transcendental.c) */
   if (sink && c.lane_range) sink = graph_rewrite(sink, tables(2), &c);
   ptrmap_free(&c.uses_lane);
   ptrmap_free(&c.plain_ranges);
