@@ -97,7 +97,7 @@ test-tsan:
 install: $(BUILD)/libtg.a $(BUILD)/libtg.so
 	$(MAKE) INSTALLING=1 -B $(BUILD)/tg.pc
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
-	install -m644 include/tg.h include/tg_nn.h include/tg_onnx.h $(DESTDIR)$(PREFIX)/include/
+	install -m644 include/tg.h include/tg_nn.h include/tg_onnx.h include/tg_llm.h $(DESTDIR)$(PREFIX)/include/
 	install -m644 $(BUILD)/libtg.a $(DESTDIR)$(PREFIX)/lib/
 	install -m755 $(BUILD)/libtg.so $(DESTDIR)$(PREFIX)/lib/
 	install -m644 $(BUILD)/tg.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
