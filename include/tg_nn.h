@@ -307,6 +307,54 @@ tg_loader *tg_loader_new(const tg_dataset *d, int64_t batch, bool shuffle, bool 
 int tg_loader_next(tg_loader *l, tg_tensor **x, tg_tensor **y);
 void tg_loader_free(tg_loader *l);
 
+/* ------------------------------------------------- transformer blocks (src/nn/transformer.c)
+ * With tg_layernorm, tg_rmsnorm, tg_gelu (tanh form), tg_silu and
+ * tg_scaled_dot_product_attention above: docs/nn.md. */
+
+/** F.embedding: the rows of weight (num, dim) at integer indices (...) → (..., dim). Its
+ *  gradient adds each row's gradient into weight (repeated indices add up). Out-of-range
+ *  indices give zero rows. */
+tg_tensor *tg_embedding_lookup(tg_tensor *weight, tg_tensor *indices);
+/** GELU's exact form 0.5 x (1 + erf(x / sqrt 2)) (torch's default, approximate="none"). */
+tg_tensor *tg_gelu_erf(tg_tensor *x);
+/** Which elements a rotary embedding rotates together. */
+typedef enum tg_rope_style {
+  TG_ROPE_HALF,        /**< x[i] with x[i + D/2]: GPT-NeoX, Hugging Face LLaMA (rotate_half) */
+  TG_ROPE_INTERLEAVED, /**< x[2i] with x[2i + 1]: Meta's LLaMA, GPT-J */
+} tg_rope_style;
+/** Rotary position embedding of x (..., T, D), D even, positions on axis -2: pair i of the
+ *  element at position start_pos + t turns by (start_pos + t) * theta^(-2i/D) (theta 10000
+ *  in LLaMA). */
+tg_tensor *tg_rotary_embedding(tg_tensor *x, int64_t start_pos, double theta, tg_rope_style style);
+
+/** A fixed-size key/value cache: k and v (B, H, max_len, D) buffers, len positions filled
+ *  (the start position of the next append). */
+typedef struct tg_kv_cache {
+  tg_tensor *k, *v;
+  int64_t len, max_len;
+} tg_kv_cache;
+int tg_kv_cache_init(tg_kv_cache *c, int64_t batch, int64_t heads, int64_t max_len, int64_t head_dim, tg_dtype dtype);
+/** Write k and v (B, H, T, D) at positions [len, len + T) of the buffers (realized now) and
+ *  advance len by T. An error if they do not fit. */
+int tg_kv_cache_append(tg_kv_cache *c, tg_tensor *k, tg_tensor *v);
+void tg_kv_cache_free(tg_kv_cache *c);
+/** Attention of q with keys k and values v, all (B, H, T, D). cache NULL: plain
+ *  tg_scaled_dot_product_attention(q, k, v, NULL, causal). With a cache at start position
+ *  p = cache->len, q (positions p .. p+T-1) attends to the cached keys [0, p) followed by k
+ *  (causal: query t sees keys up to p + t), and k and v are then appended. Gradients reach
+ *  q, k and v of this call; the earlier positions are constants. */
+tg_tensor *tg_attention(tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_kv_cache *cache, bool causal);
+
+/** Sample one token per row of logits (B, V) from the seeded generator (tg_manual_seed) into
+ *  out[B]. temperature <= 0: greedy (the first maximum). Otherwise softmax(logits /
+ *  temperature), cut to the top_k most likely (0: all; ties with the k-th stay), then to the
+ *  smallest most-likely set whose probability reaches top_p (1: all; at least one token),
+ *  renormalized: Hugging Face's temperature, TopK and TopP warpers in that order. */
+int tg_sample(tg_tensor *logits, double temperature, int top_k, double top_p, int64_t *out);
+/** The distribution tg_sample draws from: float32 (B, V), 0 for removed tokens (greedy:
+ *  one-hot). Computed on the host. */
+tg_tensor *tg_sample_probs(tg_tensor *logits, double temperature, int top_k, double top_p);
+
 #ifdef __cplusplus
 }
 #endif
