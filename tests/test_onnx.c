@@ -145,6 +145,9 @@ TEST(onnx_run_argument_errors) {
   tg_tensor *wrong = tg_ones((int64_t[]){4, 5}, 2, TG_FLOAT32); /* does not broadcast with W (2, 3) */
   tg_clear_error();
   CHECK(tg_onnx_run(m, &wrong, 1, out, 2) < 0 && strstr(tg_last_error(), "ONNX Add node"));
+  tg_tensor *ints = tg_ones((int64_t[]){2, 3}, 2, TG_INT32);
+  CHECK(tg_onnx_run(m, &ints, 1, out, 2) == TG_ERR_ARG &&
+        strstr(tg_last_error(), "input 'X' is int32, the model declares float32"));
   tg_tensor *none = NULL;
   CHECK(tg_onnx_run(m, &none, 1, out, 2) < 0 && tg_last_error()[0]);
   tg_scope_end(s);

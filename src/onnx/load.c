@@ -76,12 +76,13 @@ static int graph_alloc(builder *b, const Onnx__GraphProto *gp) {
   g->init = calloc(names + 1, sizeof *g->init);
   g->inputs = calloc(gp->n_input + 1, sizeof *g->inputs);
   g->input_names = calloc(gp->n_input + 1, sizeof *g->input_names);
+  g->input_types = calloc(gp->n_input + 1, sizeof *g->input_types);
   g->outputs = calloc(gp->n_output + 1, sizeof *g->outputs);
   g->output_names = calloc(gp->n_output + 1, sizeof *g->output_names);
   g->nodes = calloc(gp->n_node + 1, sizeof *g->nodes);
   g->node_in = calloc(gp->n_node + 1, sizeof *g->node_in);
   g->node_out = calloc(gp->n_node + 1, sizeof *g->node_out);
-  if (!b->map.keys || !b->map.vals || !b->defined || !g->names || !g->init || !g->inputs || !g->input_names ||
+  if (!b->map.keys || !b->map.vals || !b->defined || !g->names || !g->init || !g->inputs || !g->input_names || !g->input_types ||
       !g->outputs || !g->output_names || !g->nodes || !g->node_in || !g->node_out)
     return tg_set_error(TG_ERR_NOMEM, "ONNX: out of memory for a graph of %zu values", names);
   return 0;
@@ -194,7 +195,10 @@ static int bind_values(builder *b, const Onnx__GraphProto *gp, const char *dir) 
   tg_scope_end(s);
   for (size_t i = 0; !rc && i < gp->n_input; i++) {
     int v = map_get(&b->map, gp->input[i]->name);
-    if (b->defined[v] == 2) g->input_names[g->ninputs] = gp->input[i]->name, g->inputs[g->ninputs++] = v;
+    if (b->defined[v] != 2) continue;
+    const Onnx__TypeProto *tp = gp->input[i]->type;
+    g->input_types[g->ninputs] = tp && tp->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE ? tp->tensor_type : NULL;
+    g->input_names[g->ninputs] = gp->input[i]->name, g->inputs[g->ninputs++] = v;
   }
   for (size_t i = 0; !rc && i < gp->n_output; i++) {
     const char *name = gp->output[i]->name;
@@ -221,7 +225,7 @@ static int graph_build(ox_graph *g, const Onnx__GraphProto *gp, const char *dir)
 static void graph_free(ox_graph *g) {
   for (int v = 0; g->init && v < g->nvals; v++) tg_free(g->init[v]);
   for (int i = 0; g->node_in && i < g->nnodes; i++) free(g->node_in[i]);
-  free(g->names), free(g->init), free(g->inputs), free(g->input_names), free(g->outputs), free(g->output_names);
+  free(g->names), free(g->init), free(g->inputs), free(g->input_names), free(g->input_types), free(g->outputs), free(g->output_names);
   free(g->nodes), free(g->node_in), free(g->node_out);
 }
 
@@ -354,6 +358,21 @@ static int check_run_args(const tg_onnx_model *m, tg_tensor *const *inputs, int 
   return 0;
 }
 
+/* Input i against its declared element type. (Not its shape: ONNX's own test data gives
+ * inputs of other shapes than declared.) A bfloat16 input may come as uint16 bits (how onnx
+ * 1.12's numpy_helper stores bfloat16). */
+static int check_input(const ox_graph *g, int i, tg_tensor **t) {
+  const Onnx__TypeProto__Tensor *tt = g->input_types[i];
+  if (!*t || !tt) return 0;
+  int want = tt->has_elem_type ? ox_dtype_quiet(tt->elem_type) : -1;
+  tg_dtype have = tg_get_dtype(*t);
+  if (want == TG_BFLOAT16 && have == TG_UINT16) *t = tg_bitcast(*t, TG_BFLOAT16), have = TG_BFLOAT16;
+  if (want >= 0 && (int)have != want)
+    return tg_set_error(TG_ERR_ARG, "tg_onnx_run: input '%s' is %s, the model declares %s", g->input_names[i],
+                        tg_dtype_name(have), tg_dtype_name((tg_dtype)want));
+  return 0;
+}
+
 int tg_onnx_run(tg_onnx_model *m, tg_tensor *const *inputs, int n_inputs, tg_tensor **outputs, int n_outputs) {
   int rc = check_run_args(m, inputs, n_inputs, outputs, n_outputs);
   if (rc) return rc;
@@ -362,8 +381,12 @@ int tg_onnx_run(tg_onnx_model *m, tg_tensor *const *inputs, int n_inputs, tg_ten
   tg_tensor **vals = calloc((size_t)g->nvals + 1, sizeof *vals);
   if (!vals) return tg_set_error(TG_ERR_NOMEM, "tg_onnx_run: out of memory");
   for (int v = 0; v < g->nvals; v++) vals[v] = g->init[v];
-  for (int i = 0; i < n_inputs; i++) vals[g->inputs[i]] = inputs[i];
   tg_scope *s = tg_scope_begin();
+  for (int i = 0; !rc && i < n_inputs; i++) {
+    tg_tensor *t = inputs[i];
+    rc = check_input(g, i, &t);
+    vals[g->inputs[i]] = t;
+  }
   for (int k = 0; !rc && k < g->nnodes; k++) rc = run_node(m, k, vals);
   for (int i = 0; !rc && i < n_outputs; i++)
     if (!(outputs[i] = tg_retain(vals[g->outputs[i]])))

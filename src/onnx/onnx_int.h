@@ -23,6 +23,7 @@ typedef struct ox_graph {
   int ninputs, noutputs;
   int *inputs, *outputs; /* value numbers of the graph's free inputs and its outputs */
   const char **input_names, **output_names;
+  const Onnx__TypeProto__Tensor **input_types; /* declared type and shape of each free input, or NULL */
   int nnodes;
   const Onnx__NodeProto **nodes; /* in run order */
   int **node_in, **node_out;     /* per node: value numbers, -1 for an omitted optional one */
@@ -61,6 +62,8 @@ const ox_op *ox_find_op(const char *op_type);
 /* ---- tensors (tensor.c) */
 /* The tg dtype of an ONNX TensorProto.DataType; -1 with an error naming it if unsupported. */
 int ox_dtype(int onnx_type, const char *what);
+/* The same without an error: -1 if unsupported. */
+int ox_dtype_quiet(int onnx_type);
 /* The ONNX data type of a tg dtype. */
 int ox_onnx_type(tg_dtype dt);
 /* A TensorProto as a new tensor in the current scope; dir: where external data lives (NULL:

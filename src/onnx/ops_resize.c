@@ -23,15 +23,16 @@ typedef struct rs_opts {
 } rs_opts;
 
 /* The source coordinate of output position x (ONNX coordinate_transformation_mode). */
-static double source_coord(const rs_opts *o, double x, int64_t in, int64_t out, double scale, double r0, double r1) {
+static double source_coord(const rs_opts *o, double x, int64_t in, double scale, double r0, double r1) {
   const char *c = o->ctm;
+  double out = (double)in * scale; /* the reference's length_resized: not rounded */
   if (!strcmp(c, "half_pixel")) return (x + 0.5) / scale - 0.5;
   if (!strcmp(c, "pytorch_half_pixel")) return out > 1 ? (x + 0.5) / scale - 0.5 : 0;
-  if (!strcmp(c, "align_corners")) return out > 1 ? x * (double)(in - 1) / (double)(out - 1) : 0;
+  if (!strcmp(c, "align_corners")) return out > 1 ? x * (double)(in - 1) / (out - 1) : 0;
   if (!strcmp(c, "asymmetric")) return x / scale;
   if (!strcmp(c, "tf_half_pixel_for_nn")) return (x + 0.5) / scale;
   /* tf_crop_and_resize */
-  return out > 1 ? r0 * (double)(in - 1) + x * (r1 - r0) * (double)(in - 1) / (double)(out - 1)
+  return out > 1 ? r0 * (double)(in - 1) + x * (r1 - r0) * (double)(in - 1) / (out - 1)
                  : 0.5 * (r0 + r1) * (double)(in - 1);
 }
 
@@ -93,7 +94,7 @@ static tg_tensor *resize_axis(ox_node *n, const rs_opts *o, tg_tensor *x, int ax
   int k = 1;
   bool crop = !strcmp(o->ctm, "tf_crop_and_resize"), any_invalid = false;
   for (int64_t j = 0; j < out; j++) {
-    double xs = source_coord(o, (double)j, in, out, scale, r0, r1);
+    double xs = source_coord(o, (double)j, in, scale, r0, r1);
     int64_t a4[4];
     double w4[4];
     k = taps(o, xs, in, a4, w4);

@@ -35,6 +35,12 @@ int ox_dtype(int onnx_type, const char *what) {
   return tg_set_error(TG_ERR_IO, "ONNX %s: unknown data type %d", what, onnx_type), -1;
 }
 
+int ox_dtype_quiet(int onnx_type) {
+  for (int i = 0; i < N_DTS; i++)
+    if (ox_dts[i].onnx == onnx_type) return ox_dts[i].tg;
+  return -1;
+}
+
 int ox_onnx_type(tg_dtype dt) {
   for (int i = 0; i < N_DTS; i++)
     if (ox_dts[i].tg == (int)dt) return ox_dts[i].onnx;
