@@ -71,6 +71,12 @@ static int op_shrink(ox_node *n) {
 
 static int op_prelu(ox_node *n) {
   tg_tensor *x = IN(0), *slope = IN(1);
+  int nd = tg_ndim(x);
+  if (n->opset < 7 && tg_ndim(slope) == 1 && nd > 2 && tg_dim(slope, 0) == tg_dim(x, 1)) { /* per channel */
+    int64_t s[OX_MAX_DIMS];
+    for (int i = 0; i < nd - 1; i++) s[i] = i == 0 ? -1 : 1;
+    slope = tg_reshape(slope, s, nd - 1);
+  }
   return ox_set(n, 0, tg_where(tg_lt(x, tg_zeros_like(x)), tg_mul(x, slope), x));
 }
 
@@ -118,10 +124,22 @@ static const struct { const char *name; binary_fn f; } binaries[] = {
     {"BitwiseAnd", tg_bitwise_and}, {"BitwiseOr", tg_bitwise_or}, {"BitwiseXor", tg_bitwise_xor},
 };
 
+/* Before opset 7, broadcast=1 aligned B with A from `axis` (default: the trailing axes). */
+static tg_tensor *legacy_broadcast(ox_node *n, tg_tensor *a, tg_tensor *b) {
+  if (n->opset >= 7 || !ox_attr_i(n, "broadcast", 0)) return b;
+  int na = tg_ndim(a), nb = tg_ndim(b);
+  int64_t axis = ox_attr_i(n, "axis", na - nb), s[OX_MAX_DIMS];
+  if (axis < 0) axis += na;
+  if (axis < 0 || axis + nb > na) return ox_fail(n, TG_ERR_ARG, "broadcast axis %lld does not fit", (long long)axis), NULL;
+  for (int i = 0; i < na; i++) s[i] = i >= axis && i < axis + nb ? tg_dim(b, (int)(i - axis)) : 1;
+  return tg_reshape(b, s, na);
+}
+
 static int op_binary(ox_node *n) {
   if (!IN(0) || !IN(1)) return ox_fail(n, TG_ERR_ARG, "missing input");
+  tg_tensor *b = legacy_broadcast(n, IN(0), IN(1));
   for (size_t i = 0; i < sizeof binaries / sizeof binaries[0]; i++)
-    if (!strcmp(binaries[i].name, n->np->op_type)) return ox_set(n, 0, binaries[i].f(IN(0), IN(1)));
+    if (!strcmp(binaries[i].name, n->np->op_type)) return ox_set(n, 0, binaries[i].f(IN(0), b));
   return ox_fail(n, TG_ERR_ARG, "no binary function");
 }
 
@@ -331,7 +349,7 @@ static int op_topk(ox_node *n) {
 /* ---------------------------------------------------------------- the table */
 
 #define U(name) {name, 1, op_unary, ""}
-#define B(name) {name, 7, op_binary, ""}
+#define B(name) {name, 1, op_binary, "axis,broadcast"}
 #define R(name) {name, 1, op_reduce, "axes,keepdims,noop_with_empty_axes"}
 const ox_op ox_ops_math[] = {
     U("Abs"), U("Neg"), U("Exp"), U("Log"), U("Sqrt"), U("Reciprocal"), U("Floor"), U("Ceil"), U("Round"),
@@ -346,7 +364,7 @@ const ox_op ox_ops_math[] = {
     {"HardSigmoid", 6, op_hard_sigmoid, "alpha,beta"},
     {"ThresholdedRelu", 10, op_thresholded_relu, "alpha"},
     {"Shrink", 9, op_shrink, "bias,lambd"},
-    {"PRelu", 7, op_prelu, ""},
+    {"PRelu", 1, op_prelu, ""},
     {"IsInf", 10, op_isinf, "detect_negative,detect_positive"},
     {"Gelu", 20, op_gelu, "approximate"},
     {"Cast", 6, op_cast, "to,saturate"},
@@ -355,7 +373,7 @@ const ox_op ox_ops_math[] = {
     B("LessOrEqual"), B("Greater"), B("GreaterOrEqual"), B("BitwiseAnd"), B("BitwiseOr"), B("BitwiseXor"),
     {"Mod", 10, op_mod, "fmod"},
     {"BitShift", 11, op_bitshift, "direction"},
-    {"Max", 8, op_variadic, ""}, {"Min", 8, op_variadic, ""}, {"Sum", 8, op_variadic, ""}, {"Mean", 8, op_variadic, ""},
+    {"Max", 1, op_variadic, ""}, {"Min", 1, op_variadic, ""}, {"Sum", 1, op_variadic, ""}, {"Mean", 1, op_variadic, ""},
     {"Where", 9, op_where, ""},
     {"Clip", 6, op_clip, "min,max"},
     R("ReduceSum"), R("ReduceMean"), R("ReduceMax"), R("ReduceMin"), R("ReduceProd"), R("ReduceL1"), R("ReduceL2"),
@@ -363,7 +381,7 @@ const ox_op ox_ops_math[] = {
     {"ArgMax", 1, op_arg, "axis,keepdims,select_last_index"},
     {"ArgMin", 1, op_arg, "axis,keepdims,select_last_index"},
     {"MatMul", 1, op_matmul, ""},
-    {"Gemm", 7, op_gemm, "alpha,beta,transA,transB"},
+    {"Gemm", 1, op_gemm, "alpha,beta,broadcast,transA,transB"},
     {"Einsum", 12, op_einsum, "equation"},
     {"Softmax", 1, op_softmax, "axis"},
     {"LogSoftmax", 1, op_softmax, "axis"},

@@ -201,6 +201,7 @@ static int op_batchnorm(ox_node *n) {
   tg_tensor *x = IN(0), *sc = IN(1), *b = IN(2), *m = IN(3), *v = IN(4);
   double eps = ox_attr_f(n, "epsilon", 1e-5), mom = ox_attr_f(n, "momentum", 0.9);
   if (!x || !sc || !b || !m || !v) return ox_fail(n, TG_ERR_ARG, "missing input");
+  if (!ox_attr_i(n, "spatial", 1)) return ox_fail(n, TG_ERR_ARG, "spatial=0 is not supported");
   int nd = tg_ndim(x), axes[MAXD], na = 0;
   for (int i = 0; i < nd; i++)
     if (i != 1) axes[na++] = i;
@@ -340,7 +341,7 @@ const ox_op ox_ops_nn[] = {
     {"QLinearConv", 10, op_qlinear_conv, CONV_ATTRS},
     {"GlobalAveragePool", 1, op_global_pool, ""},
     {"GlobalMaxPool", 1, op_global_pool, ""},
-    {"BatchNormalization", 9, op_batchnorm, "epsilon,momentum,training_mode"},
+    {"BatchNormalization", 6, op_batchnorm, "epsilon,is_test,momentum,spatial,training_mode"},
     {"InstanceNormalization", 6, op_instancenorm, "epsilon"},
     {"LayerNormalization", 17, op_layernorm, "axis,epsilon,stash_type"},
     {"LRN", 1, op_lrn, "alpha,beta,bias,size"},
