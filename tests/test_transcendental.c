@@ -3,8 +3,8 @@
  *
  * Inputs: about a million float32 bit patterns spread evenly over all 2^32 (every binade, both
  * signs, denormals, NaNs), a dense sweep of the range where the function is interesting, and
- * special values; float64 the same over 2^64. Each array is realized on the default device
- * (big enough for vector lanes) and compared with libm computed here in a wider type: double
+ * special values; float64 the same over 2^64. Each array is realized on every host device, CPU
+ * (the C renderer) and LLVM (big enough for vector lanes) and compared with libm computed here in a wider type: double
  * exp2/log2/sin for float32, long double exp2l/log2l/sinl for float64. The error is measured
  * in ulps of the result type; NaN must give NaN, inf and signed zeros must match exactly. */
 #include <float.h>
@@ -91,7 +91,7 @@ static int64_t inputs64(double *x, int64_t cap, double lo, double hi) {
 static const float lo32[] = {-152, 0, -20}, hi32[] = {129, 8, 20};
 
 /* float32: max ulps over the sweep must stay within bound; exact cases exact. */
-static void check32(fn_id f, bool raw, int bound) {
+static void check32_here(fn_id f, bool raw, int bound, const char *dev) {
   int64_t cap = 1 << 20;
   float *x = malloc((size_t)cap * 4);
   int64_t n = inputs32(x, cap, lo32[f], hi32[f]);
@@ -107,7 +107,7 @@ static void check32(fn_id f, bool raw, int bound) {
       if (bad_exact++ < 5) printf("  %s(%a) = %a, want %a\n", fn_names[f], (double)x[i], (double)y[i], (double)rf);
     }
   }
-  printf("  %s float32%s: max %.3f ulp at %a (got %a, libm %a), %lld inputs\n", fn_names[f], raw ? " (bare op)" : "",
+  printf("  %s %s float32%s: max %.3f ulp at %a (got %a, libm %a), %lld inputs\n", dev, fn_names[f], raw ? " (bare op)" : "",
          worst, (double)x[at], (double)y[at], ref32(f, x[at]), (long long)n);
   CHECK(worst <= bound);
   CHECK(bad_exact == 0);
@@ -116,7 +116,7 @@ static void check32(fn_id f, bool raw, int bound) {
 
 static const double lo64[] = {-1077, 0, -20}, hi64[] = {1025, 8, 20};
 
-static void check64(fn_id f, int bound) {
+static void check64_here(fn_id f, int bound, const char *dev) {
   int64_t cap = 1 << 19;
   double *x = malloc((size_t)cap * 8);
   int64_t n = inputs64(x, cap, lo64[f], hi64[f]);
@@ -132,11 +132,39 @@ static void check64(fn_id f, int bound) {
       if (bad_exact++ < 5) printf("  %s(%a) = %a, want %a\n", fn_names[f], x[i], y[i], rd);
     }
   }
-  printf("  %s float64: max %.3Lf ulp at %a (got %a, libm %a), %lld inputs\n", fn_names[f], worst, x[at], y[at],
+  printf("  %s %s float64: max %.3Lf ulp at %a (got %a, libm %a), %lld inputs\n", dev, fn_names[f], worst, x[at], y[at],
          (double)ref64(f, x[at]), (long long)n);
   CHECK(worst <= bound);
   CHECK(bad_exact == 0);
   free(x), free(y);
+}
+
+/* Every host device decomposes: the C renderer (CPU) and LLVM each get the whole sweep. */
+static const char *const host_devices[] = {"CPU", "LLVM"};
+
+/* The default device's name (a constant lives there). */
+static void default_device(char *buf, size_t n) {
+  tg_scope *s = tg_scope_begin();
+  snprintf(buf, n, "%s", tg_device_of(tg_scalar(0, TG_FLOAT32)));
+  tg_scope_end(s);
+}
+
+static void check32(fn_id f, bool raw, int bound) {
+  char orig[32];
+  default_device(orig, sizeof orig);
+  for (int d = 0; d < 2; d++)
+    if (tg_device_available(host_devices[d]) && tg_set_default_device(host_devices[d]) == 0)
+      check32_here(f, raw, bound, host_devices[d]);
+  CHECK(tg_set_default_device(orig) == 0);
+}
+
+static void check64(fn_id f, int bound) {
+  char orig[32];
+  default_device(orig, sizeof orig);
+  for (int d = 0; d < 2; d++)
+    if (tg_device_available(host_devices[d]) && tg_set_default_device(host_devices[d]) == 0)
+      check64_here(f, bound, host_devices[d]);
+  CHECK(tg_set_default_device(orig) == 0);
 }
 
 TEST(transcendental_exp2_float32) { check32(F_EXP2, false, TRANSC_EXP2_ULP); }

@@ -228,15 +228,17 @@ static uop *xsin32(uop *x) {
   return where(fin, v, fc(TG_FLOAT32, NAN));
 }
 
-/* float64 sin: Cody-Waite below 2^19 pi/2, else Payne-Hanek on x's two halves (Dekker's
- * split). Above 2^500 x is scaled by 2^-600 and the chunks by 2^600, so no chunk that
+/* float64 sin: Cody-Waite below 2^19 pi/2, else Payne-Hanek on x's two halves. Above 2^500 x is scaled by 2^-600 and the chunks by 2^600, so no chunk that
  * matters is denormal and the split does not overflow. */
 static uop *xsin64(uop *x) {
   tg_dtype d = TG_FLOAT64;
   uop *fin = eq(sub(x, x), fc(d, 0)), *xs = where(fin, x, fc(d, 0));
   uop *ax = where(lt(xs, fc(d, 0)), uop_new1(OP_NEG, d, xs), xs);
   uop *huge = lt(fc(d, 0x1p500), ax), *xh = where(huge, mulc(xs, 0x1p-600), xs);
-  uop *big = mulc(xh, 134217729.0), *hi = sub(big, sub(big, xh)), *parts[2] = {hi, sub(xh, hi)};
+  /* the high 26 bits by masking the low 27 off (Dekker's multiply-and-subtract split would
+   * break where the compiler contracts it into a fused multiply-add) */
+  uop *keep = uop_const_int(TG_INT64, (int64_t)(~(uint64_t)0 << 27));
+  uop *hi = bitcast(uop_alu(OP_AND, bitcast(xh, TG_INT64), keep), d), *parts[2] = {hi, sub(xh, hi)};
   reduced ph = payne_hanek(parts, 2, 46, huge, 600), cw = cody_waite(xs);
   uop *medium = lt(ax, fc(d, 823549.0)); /* 2^19 pi/2 */
   reduced r = {where(medium, cw.hi, ph.hi), where(medium, cw.lo, ph.lo), where(medium, cw.quadrant, ph.quadrant)};
