@@ -210,7 +210,7 @@ static int read_values(cursor *c, gguf_kv *kv, uint32_t type, uint64_t count) {
 
 static int read_kv(cursor *c) {
   gguf_kv kv = {.count = 1};
-  uint32_t type, elem;
+  uint32_t type = 0, elem = 0;
   uint64_t count = 1;
   c->what = "a metadata key";
   int rc = read_string(c, &kv.key);
