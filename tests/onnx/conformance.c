@@ -5,14 +5,18 @@
  * hang fails that test only), outputs are compared with rtol 1e-3, atol 1e-7 (integers and
  * bools exactly). Prints one line per test and `N passed, N failed, N skipped` per suite.
  *
- *   onnx_conformance [-j JOBS] [-q] [-t SECONDS] [DIR...]   (DIR: a suite or one test)
+ *   onnx_conformance [-j JOBS] [-q] [-t SECONDS] [-x KNOWN] [DIR...]   (DIR: a suite or one test)
  *
- * Skips are only for the documented reasons in `skips` below. */
+ * Skips are only for the documented reasons in `skips` below. With -x, KNOWN lists the tests
+ * expected to fail (one name per line, then its cause; docs/onnx.md): the exit status is 1 only
+ * if another test fails, and a listed test that passes is reported so the list can shrink.
+ * Without -x any failure makes the exit status 1. */
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -165,7 +169,28 @@ typedef struct job {
 } job;
 
 static int timeout_s = 300, quiet = 0;
-static int totals[3];
+static int totals[3], unexpected, known_passed;
+static char **known; /* -x: names of tests expected to fail */
+static int nknown;
+
+static bool is_known(const char *name) {
+  for (int i = 0; i < nknown; i++)
+    if (!strcmp(known[i], name)) return true;
+  return false;
+}
+
+/* Read the first word of each line that starts with "test_". */
+static void read_known(const char *path) {
+  FILE *f = fopen(path, "r");
+  if (!f) perror(path), exit(2);
+  char line[1024], name[512];
+  while (fgets(line, sizeof line, f))
+    if (!strncmp(line, "test_", 5) && sscanf(line, "%511s", name) == 1) {
+      known = realloc(known, (size_t)(nknown + 1) * sizeof *known);
+      known[nknown++] = strdup(name);
+    }
+  fclose(f);
+}
 
 static const char *skip_reason(const char *name) {
   for (size_t i = 0; i < sizeof skips / sizeof skips[0]; i++)
@@ -209,8 +234,12 @@ static void finish(job *j, int *counts) {
   else if (WIFSIGNALED(st)) snprintf(sig, sizeof sig, "killed by signal %d%s", WTERMSIG(st), WTERMSIG(st) == SIGALRM ? " (timeout)" : ""), why = sig;
   else why = "the child gave no verdict";
   counts[rc]++;
+  bool listed = known && is_known(j->name);
+  unexpected += rc == 1 && !listed;
+  known_passed += rc == 0 && listed;
   static const char *tag[] = {"PASS", "FAIL", "SKIP"};
-  if (!quiet || rc) printf("%s %s%s%s\n", tag[rc], j->name, *why ? ": " : "", why);
+  const char *note = rc == 1 && known && listed ? " (known)" : rc == 0 && listed ? " (listed as a known failure)" : "";
+  if (!quiet || rc || listed) printf("%s%s %s%s%s\n", tag[rc], note, j->name, *why ? ": " : "", why);
 }
 
 static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
@@ -286,11 +315,12 @@ static void run_pypi(int jobs) {
 
 int main(int argc, char **argv) {
   int jobs = (int)sysconf(_SC_NPROCESSORS_ONLN), opt;
-  while ((opt = getopt(argc, argv, "j:qt:")) != -1) {
+  while ((opt = getopt(argc, argv, "j:qt:x:")) != -1) {
     if (opt == 'j') jobs = atoi(optarg);
     else if (opt == 'q') quiet = 1;
     else if (opt == 't') timeout_s = atoi(optarg);
-    else return fprintf(stderr, "usage: %s [-j JOBS] [-q] [-t SECONDS] [DIR...]\n", argv[0]), 2;
+    else if (opt == 'x') read_known(optarg);
+    else return fprintf(stderr, "usage: %s [-j JOBS] [-q] [-t SECONDS] [-x KNOWN] [DIR...]\n", argv[0]), 2;
   }
   if (jobs < 1) jobs = 1;
   if (jobs > 64) jobs = 64;
@@ -307,5 +337,8 @@ int main(int argc, char **argv) {
     run_pypi(jobs);
   }
   printf("%d passed, %d failed, %d skipped\n", totals[0], totals[1], totals[2]);
-  return totals[1] ? 1 : 0;
+  if (known)
+    printf("%d failed that are not known failures; %d known failures passed (remove them from the list)\n", unexpected,
+           known_passed);
+  return (known ? unexpected : totals[1]) ? 1 : 0;
 }
