@@ -353,6 +353,42 @@ TEST(gguf_q8_0_dequantization_fuses_into_matvec) {
   tg_gguf_close(g);
 }
 
+/* Every quantized type: W x is one kernel that makes only y, and equals ggml's dequantization
+ * of the blocks times x. */
+TEST(gguf_every_quant_type_fuses_into_matvec) {
+  static const struct { const char *name; int block; ref_fn ref; } types[] = {
+      {"q8_0", 32, ref_q8_0}, {"q4_0", 32, ref_q4_0}, {"q4_1", 32, ref_q4_1}, {"q4_k", 256, ref_q4_k}, {"q6_k", 256, ref_q6_k},
+  };
+  tg_gguf *g = tg_gguf_open(TENSORS);
+  for (size_t k = 0; k < sizeof types / sizeof types[0]; k++) {
+    tg_scope *s = tg_scope_begin();
+    tg_gguf_tensor_info info;
+    unsigned char *raw = raw_bytes(g, TENSORS, types[k].name, &info);
+    int64_t rows = info.shape[0], cols = info.shape[1];
+    float *x = malloc(sizeof *x * (size_t)cols), *w = malloc(sizeof *w * (size_t)(rows * cols)), y[8];
+    for (int64_t i = 0; i < cols; i++) x[i] = (float)((i * 5) % 9 - 4) * 0.25f;
+    tg_tensor *xt = tg_from_data(x, TG_FLOAT32, &cols, 1);
+    CHECK(raw && rows <= 8 && tg_realize(xt) == 0);
+    tg_tensor *yt = tg_matmul(tg_gguf_tensor(g, types[k].name), xt);
+    CHECK(tg_schedule_kernels(&yt, 1) == 1);
+    tg_reset_stats();
+    uint64_t before = tg_get_stats().bytes_alive;
+    CHECK(tg_realize(yt) == 0);
+    CHECK(tg_get_stats().kernels_run == 1);
+    CHECK(tg_get_stats().bytes_peak - before == (uint64_t)rows * 4); /* y, nothing else */
+    CHECK(tg_to_host(yt, y, sizeof *y * (size_t)rows) == 0);
+    if (raw) types[k].ref(raw, rows * cols / types[k].block, w);
+    for (int64_t r = 0; raw && r < rows; r++) {
+      double acc = 0;
+      for (int64_t c = 0; c < cols; c++) acc += (double)w[r * cols + c] * x[c];
+      CHECK_CLOSE(y[r], acc, 1e-4);
+    }
+    free(raw), free(x), free(w);
+    tg_scope_end(s);
+  }
+  tg_gguf_close(g);
+}
+
 /* ---------------------------------------------------------------- versions and corrupt files */
 
 TEST(gguf_version_2_reads_like_3) {

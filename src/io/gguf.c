@@ -530,22 +530,31 @@ static tg_tensor *cols(tg_tensor *x, int64_t lo, int64_t hi) {
 /* The float16 at (even) byte `at` of every block, as float32: (nb, 1). */
 static tg_tensor *half_at(tg_tensor *w, int64_t at) { return to_f32(tg_bitcast(cols(w, at / 2, at / 2 + 1), TG_FLOAT16)); }
 
-/* Bit fields of x (nb, groups * len), `bits` wide, lowest first, each field a run of len
- * values: (nb, groups * (width / bits) * len). gguf.quants' `>> [0, 4]` (or [0, 2, 4, 6]);
- * with bits 8 on words, their bytes in file order. */
+/* Bit fields of bytes x (nb, groups * len), `bits` wide, lowest first, each field a run of
+ * len values: (nb, groups * (8 / bits) * len) uint8 (gguf.quants' `>> [0, 4]`, `>> [0, 2, 4, 6]`). */
 static tg_tensor *fields(tg_tensor *x, int64_t groups, int64_t len, int bits) {
   int64_t nb = tg_dim(x, 0);
-  int n = (int)tg_dtype_size(tg_get_dtype(x)) * 8 / bits;
-  tg_tensor *g = tg_reshape(x, (int64_t[]){nb, groups, 1, len}, 4), *parts[8];
-  for (int i = 0; i < n; i++) parts[i] = alu_k(OP_AND, i ? alu_k(OP_SHR, g, i * bits) : g, (1 << bits) - 1);
+  int n = 8 / bits;
+  tg_tensor *g = tg_reshape(x, (int64_t[]){nb, groups, 1, len}, 4), *parts[4];
+  for (int i = 0; i < n; i++) {
+    tg_tensor *shifted = i ? alu_k(OP_SHR, g, i * bits) : g;
+    parts[i] = i + 1 < n ? alu_k(OP_AND, shifted, (1 << bits) - 1) : shifted; /* the top field needs no mask */
+  }
   return reshape2(tg_cat(parts, n, 2), nb, groups * n * len);
 }
 
-/* Bytes [lo, hi) (both even) of every block as uint8: (nb, hi - lo). */
-static tg_tensor *bytes(tg_tensor *w, int64_t lo, int64_t hi) {
-  int64_t n = (hi - lo) / 2;
-  return tg_cast(fields(cols(w, lo / 2, hi / 2), n, 1, 8), TG_UINT8);
+/* Bytes [lo, hi) (both even) of every block as uint8, each repeated rep times:
+ * (nb, hi - lo, rep). The words are broadcast before any op, so every op on a per-block
+ * scale runs per value inside the consuming kernel: an expanded node of six or more ops would
+ * be stored as a small array first (fusion rule 3), a second kernel and more bytes to read. */
+static tg_tensor *bytes_rep(tg_tensor *w, int64_t lo, int64_t hi, int64_t rep) {
+  int64_t nb = tg_dim(w, 0), n = (hi - lo) / 2;
+  tg_tensor *x = tg_expand(tg_reshape(cols(w, lo / 2, hi / 2), (int64_t[]){nb, n, 1, 1}, 4), (int64_t[]){nb, n, 1, rep}, 4);
+  tg_tensor *parts[2] = {tg_cast(x, TG_UINT8), tg_cast(alu_k(OP_SHR, x, 8), TG_UINT8)}; /* little-endian: low byte first */
+  return reshape3(tg_cat(parts, 2, 2), nb, 2 * n, rep);
 }
+
+static tg_tensor *bytes(tg_tensor *w, int64_t lo, int64_t hi) { return reshape2(bytes_rep(w, lo, hi, 1), tg_dim(w, 0), hi - lo); }
 
 /* Q8_0: d f16, q[32] int8; x = q * d. */
 static tg_tensor *dq_q8_0(tg_tensor *w, int64_t nb) {
@@ -565,27 +574,29 @@ static tg_tensor *dq_q4_1(tg_tensor *w, int64_t nb) {
   return tg_add(tg_mul(half_at(w, 0), to_f32(fields(bytes(w, 4, 20), 1, 16, 4))), half_at(w, 2));
 }
 
-/* Q4_K: d f16, dmin f16, 12 bytes of eight 6-bit scales and mins, qs[128] (four runs of 32
- * bytes: low nibbles are sub-block 2i, high 2i + 1); x = (d * sc) * q - dmin * m. */
+/* Q4_K: d f16, dmin f16, 12 bytes a[4] b[4] c[4] of eight 6-bit scales and mins, qs[128]
+ * (four runs of 32 bytes: low nibbles are sub-block 2i, high 2i + 1);
+ * x = (d * sc) * q - dmin * m, with sc, m = a & 63, b & 63 for sub-blocks 0-3 and
+ * (c & 15) | (a >> 6) << 4, c >> 4 | (b >> 6) << 4 for 4-7. */
 static tg_tensor *dq_q4_k(tg_tensor *w, int64_t nb) {
-  tg_tensor *s = bytes(w, 4, 16), *a = cols(s, 0, 4), *b = cols(s, 4, 8), *c = cols(s, 8, 12);
+  tg_tensor *a = bytes_rep(w, 4, 8, 32), *b = bytes_rep(w, 8, 12, 32), *c = bytes_rep(w, 12, 16, 32); /* (nb, 4, 32) */
   tg_tensor *sc_hi = tg_bitwise_or(alu_k(OP_AND, c, 15), alu_k(OP_SHL, alu_k(OP_SHR, a, 6), 4));
   tg_tensor *mn_hi = tg_bitwise_or(alu_k(OP_SHR, c, 4), alu_k(OP_SHL, alu_k(OP_SHR, b, 6), 4));
-  tg_tensor *sc = tg_cat((tg_tensor *[]){alu_k(OP_AND, a, 63), sc_hi}, 2, 1);
+  tg_tensor *sc = tg_cat((tg_tensor *[]){alu_k(OP_AND, a, 63), sc_hi}, 2, 1); /* (nb, 8, 32) */
   tg_tensor *mn = tg_cat((tg_tensor *[]){alu_k(OP_AND, b, 63), mn_hi}, 2, 1);
-  tg_tensor *d = reshape3(tg_mul(half_at(w, 0), to_f32(sc)), nb, 8, 1);
-  tg_tensor *dm = reshape3(tg_mul(half_at(w, 2), to_f32(mn)), nb, 8, 1);
+  tg_tensor *scale = tg_mul(reshape3(half_at(w, 0), nb, 1, 1), to_f32(sc));
+  tg_tensor *min = tg_mul(reshape3(half_at(w, 2), nb, 1, 1), to_f32(mn));
   tg_tensor *q = reshape3(to_f32(fields(bytes(w, 16, 144), 4, 32, 4)), nb, 8, 32);
-  return reshape2(tg_sub(tg_mul(d, q), dm), nb, 256);
+  return reshape2(tg_sub(tg_mul(scale, q), min), nb, 256);
 }
 
 /* Q6_K: ql[128] (low 4 bits), qh[64] (high 2 bits), scales[16] int8, d f16;
  * x = (d * scale) * ((ql | qh << 4) - 32), sixteen values per scale. */
 static tg_tensor *dq_q6_k(tg_tensor *w, int64_t nb) {
   tg_tensor *ql = fields(bytes(w, 0, 128), 2, 64, 4), *qh = fields(bytes(w, 128, 192), 2, 32, 2);
-  tg_tensor *q = alu_k(OP_SUB, to_f32(tg_bitwise_or(ql, alu_k(OP_SHL, qh, 4))), 32);
-  tg_tensor *d = tg_mul(half_at(w, 208), to_f32(tg_bitcast(bytes(w, 192, 208), TG_INT8)));
-  return reshape2(tg_mul(reshape3(d, nb, 16, 1), reshape3(q, nb, 16, 16)), nb, 256);
+  tg_tensor *q = reshape3(alu_k(OP_SUB, to_f32(tg_bitwise_or(ql, alu_k(OP_SHL, qh, 4))), 32), nb, 16, 16);
+  tg_tensor *scale = tg_mul(reshape3(half_at(w, 208), nb, 1, 1), to_f32(tg_bitcast(bytes_rep(w, 192, 208, 16), TG_INT8)));
+  return reshape2(tg_mul(scale, q), nb, 256);
 }
 
 /* ---------------------------------------------------------------- loading a tensor */
