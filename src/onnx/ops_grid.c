@@ -83,6 +83,7 @@ static int op_grid_sample(ox_node *n) {
   if (!x || !grid || tg_ndim(x) != 4 || tg_ndim(grid) != 4 || tg_dim(grid, 3) != 2)
     return ox_fail(n, TG_ERR_ARG, "needs X (N, C, H, W) and a grid (N, Ho, Wo, 2)");
   const char *mode = ox_attr_s(n, "mode", "bilinear"), *pm = ox_attr_s(n, "padding_mode", "zeros");
+  mode = !strcmp(mode, "linear") ? "bilinear" : !strcmp(mode, "cubic") ? "bicubic" : mode; /* opset 20's names */
   gs s = {.align = ox_attr_i(n, "align_corners", 0) != 0, .N = tg_dim(x, 0), .C = tg_dim(x, 1), .H = tg_dim(x, 2),
           .W = tg_dim(x, 3), .Ho = tg_dim(grid, 1), .Wo = tg_dim(grid, 2)};
   s.pad = !strcmp(pm, "zeros") ? 0 : !strcmp(pm, "border") ? 1 : !strcmp(pm, "reflection") ? 2 : -1;

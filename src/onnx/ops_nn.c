@@ -179,6 +179,49 @@ static int op_pool(ox_node *n) {
   return ox_set(n, 0, tg_get_dtype(y) == dt ? y : tg_cast(y, dt));
 }
 
+/* v (C) reshaped to broadcast over axis 1 of a rank-nd tensor. */
+static tg_tensor *per_channel(tg_tensor *v, int nd) {
+  int64_t s[MAXD];
+  for (int i = 0; i < nd; i++) s[i] = i == 1 ? -1 : 1;
+  return tg_reshape(v, s, nd);
+}
+
+/* LpPool: (sum over the window of |x|^p)^(1/p), a sum pool of |x|^p. */
+static int op_lp_pool(ox_node *n) {
+  tg_tensor *x = IN(0);
+  window g;
+  if (!x || window_read(n, x, NULL, &g)) return -1;
+  double p = (double)ox_attr_i(n, "p", 2);
+  if (p <= 0) return ox_fail(n, TG_ERR_ARG, "p must be positive");
+  int pb[MAXD], pe[MAXD];
+  bool wide = false;
+  for (int i = 0; i < g.nsp; i++) wide |= 2 * g.pb[i] > g.k[i] || 2 * g.pe[i] > g.k[i];
+  tg_tensor *xp = tg_pow_s(tg_abs(x), p);
+  if (wide) xp = pad_spatial(xp, &g, 0.0);
+  for (int i = 0; i < g.nsp; i++) pb[i] = wide ? 0 : (int)g.pb[i], pe[i] = wide ? 0 : (int)g.pe[i];
+  tg_pool_opts o = {.stride = g.stride, .padding = pb, .padding_after = pe, .dilation = g.dil,
+                    .ceil_mode = ox_attr_i(n, "ceil_mode", 0) != 0, .divisor = 1};
+  return ox_set(n, 0, tg_pow_s(tg_avg_pool(xp, g.nsp, g.k, &o), 1.0 / p));
+}
+
+/* GroupNormalization: statistics per (sample, group); scale and bias per group (opset 18) or
+ * per channel (opset 21). */
+static int op_groupnorm(ox_node *n) {
+  tg_tensor *x = IN(0), *sc = IN(1), *b = IN(2);
+  int64_t G = ox_attr_i(n, "num_groups", 0), s[MAXD];
+  int nd = tg_shape(x, s, MAXD), ax = 2;
+  if (nd < 2 || G < 1 || s[1] % G || !sc || !b) return ox_fail(n, TG_ERR_ARG, "num_groups must divide the channels");
+  tg_tensor *xg = tg_reshape(x, (int64_t[]){s[0], G, -1}, 3);
+  tg_tensor *m = tg_mean(xg, &ax, 1, true), *v = tg_var(xg, &ax, 1, true, 0.0);
+  tg_tensor *y = tg_mul(tg_sub(xg, m), tg_rsqrt(tg_add_s(v, ox_attr_f(n, "epsilon", 1e-5))));
+  if (tg_numel(sc) == G && G != s[1]) {
+    y = tg_add(tg_mul(y, tg_reshape(sc, (int64_t[]){1, G, 1}, 3)), tg_reshape(b, (int64_t[]){1, G, 1}, 3));
+    return ox_set(n, 0, tg_reshape(y, s, nd));
+  }
+  y = tg_reshape(y, s, nd);
+  return ox_set(n, 0, tg_add(tg_mul(y, per_channel(sc, nd)), per_channel(b, nd)));
+}
+
 static int op_global_pool(ox_node *n) {
   tg_tensor *x = IN(0);
   int nd = tg_ndim(x), axes[MAXD];
@@ -190,12 +233,6 @@ static int op_global_pool(ox_node *n) {
 
 /* ---------------------------------------------------------------- normalization */
 
-/* v (C) reshaped to broadcast over axis 1 of a rank-nd tensor. */
-static tg_tensor *per_channel(tg_tensor *v, int nd) {
-  int64_t s[MAXD];
-  for (int i = 0; i < nd; i++) s[i] = i == 1 ? -1 : 1;
-  return tg_reshape(v, s, nd);
-}
 
 static int op_batchnorm(ox_node *n) {
   tg_tensor *x = IN(0), *sc = IN(1), *b = IN(2), *m = IN(3), *v = IN(4);
@@ -339,6 +376,8 @@ const ox_op ox_ops_nn[] = {
     {"AveragePool", 1, op_pool, POOL_ATTRS ",count_include_pad"},
     {"ConvInteger", 10, op_conv_integer, CONV_ATTRS},
     {"QLinearConv", 10, op_qlinear_conv, CONV_ATTRS},
+    {"LpPool", 2, op_lp_pool, POOL_ATTRS ",p"},
+    {"GroupNormalization", 18, op_groupnorm, "epsilon,num_groups,stash_type"},
     {"GlobalAveragePool", 1, op_global_pool, ""},
     {"GlobalMaxPool", 1, op_global_pool, ""},
     {"BatchNormalization", 6, op_batchnorm, "epsilon,is_test,momentum,spatial,training_mode"},

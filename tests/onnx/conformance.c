@@ -169,7 +169,8 @@ typedef struct job {
 } job;
 
 static int timeout_s = 300, quiet = 0;
-static int totals[3], unexpected, known_passed;
+static int totals[3], unexpected, known_passed, strict_failed;
+static bool informational; /* the PyPI suite: reported, never fails the run */
 static char **known; /* -x: names of tests expected to fail */
 static int nknown;
 
@@ -235,7 +236,8 @@ static void finish(job *j, int *counts) {
   else why = "the child gave no verdict";
   counts[rc]++;
   bool listed = known && is_known(j->name);
-  unexpected += rc == 1 && !listed;
+  unexpected += rc == 1 && !listed && !informational;
+  strict_failed += rc == 1 && !informational;
   known_passed += rc == 0 && listed;
   static const char *tag[] = {"PASS", "FAIL", "SKIP"};
   const char *note = rc == 1 && known && listed ? " (known)" : rc == 0 && listed ? " (listed as a known failure)" : "";
@@ -301,7 +303,8 @@ static void run_suite(const char *label, const char *root, int jobs) {
   free(tests);
 }
 
-/* The `onnx` PyPI package's node tests: ONNX_PYPI_NODE_DIR, else none (a message says so). */
+/* The `onnx` PyPI package's node tests: ONNX_PYPI_NODE_DIR, else none (a message says so).
+ * Reported on their own line; their failures (newer ops and dtypes) do not fail the run. */
 static void run_pypi(int jobs) {
   const char *dir = getenv("ONNX_PYPI_NODE_DIR");
   struct stat st;
@@ -310,7 +313,9 @@ static void run_pypi(int jobs) {
            "installed onnx package\n");
     return;
   }
+  informational = true;
   run_suite("onnx (PyPI) node tests", dir, jobs);
+  informational = false;
 }
 
 int main(int argc, char **argv) {
@@ -340,5 +345,5 @@ int main(int argc, char **argv) {
   if (known)
     printf("%d failed that are not known failures; %d known failures passed (remove them from the list)\n", unexpected,
            known_passed);
-  return (known ? unexpected : totals[1]) ? 1 : 0;
+  return (known ? unexpected : strict_failed) ? 1 : 0;
 }
