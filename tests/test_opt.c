@@ -263,6 +263,30 @@ TEST(opt_default_heuristics_match_unoptimized) {
   }
 }
 
+/* The same kernels with every vector node split lane by lane (devectorize with no vector
+ * forms, as for a renderer without vectors): the GEP/VECTORIZE form computes the same values
+ * as the vector one. */
+TEST(opt_lane_by_lane_matches_vectors) {
+  NEED_HOST_DEVICE(); /* work-item devices have no lanes to split */
+  for (int k = 0; k < NCASES; k++) {
+    const opt_case *c = &cases[k];
+    tg_tensor *in[3];
+    make_inputs(c, in);
+    int64_t n, m;
+    double *ref = reference(c, in, &n), *got;
+    program_set_opt_hook(default_opts, NULL);
+    program_set_lane_by_lane(true);
+    int rc = run_case(c, in, &got, &m);
+    program_set_lane_by_lane(false);
+    program_set_opt_hook(NULL, NULL);
+    CHECK(rc == 0 && m == n);
+    if (ref && rc == 0) CHECK(compare("lane by lane", c, ref, got, n) == 0);
+    free(got);
+    free(ref);
+    free_inputs(in, c->nin);
+  }
+}
+
 /* Explicit sequences that random draws may miss: both GROUP flavours (two stages), PADTO of
  * output and reduce dims before lanes, lanes on the reduce axis, swaps, threads. */
 TEST(opt_explicit_sequences) {
@@ -465,6 +489,57 @@ static tg_tensor *ones_buffer(const int64_t *shape, int nd) {
 static bool dev_llvm(void) { return device_default() == device_get("LLVM"); }
 static const char *spelled(const char *c, const char *llvm) { return dev_llvm() ? llvm : c; }
 
+/* Nodes by op and by vector width in a lowered kernel. */
+typedef struct vec_census {
+  int lane_ranges, geps, vectorizes, vectors, bad_sources;
+} vec_census;
+
+static vec_census census(uop *sink, int w) {
+  vec_census v = {0};
+  uop **order;
+  int n = uop_toposort(sink, &order);
+  for (int i = 0; i < n; i++) {
+    uop *u = order[i];
+    v.lane_ranges += u->op == OP_RANGE && u->arg[1] == RANGE_LANE;
+    v.geps += u->op == OP_GEP, v.vectorizes += u->op == OP_VECTORIZE;
+    v.vectors += u->vcount != 0;
+    if (u->vcount && u->vcount != w) v.bad_sources++;
+    for (int j = u->op == OP_WHERE; uop_is_alu(u) && u->vcount && j < u->nsrc; j++) /* operands are vectors */
+      v.bad_sources += u->src[j]->vcount != u->vcount;
+  }
+  free(order);
+  return v;
+}
+
+/* vectorize gives every node that depends on the lanes its vector type, with explicit
+ * broadcasts and a horizontal sum (GEPs); devectorize with no vector forms leaves none. */
+TEST(opt_vectorize_types_lane_nodes) {
+  NEED_HOST_DEVICE();
+  tg_scope *s = tg_scope_begin();
+  tg_tensor *x = ones_buffer((int64_t[]){64, 1024}, 2);
+  uop *ast = kernel_of(b_sum1, &x);
+  kshape ks;
+  CHECK(ast && kshape_init(&ks, ast) == 0);
+  kshape_optimize(&ks, ast, &device_default()->caps);
+  int lane = kshape_lane_axis(&ks);
+  CHECK(lane >= 0);
+  if (ast && lane >= 0) {
+    int w = (int)ks.ax[lane].size;
+    size_t mark = uop_pool_mark();
+    kernel_info info;
+    uop *sink = lower_kernel(ast, &ks, STAGE_ONLY, &info);
+    vec_census v = census(sink, w);
+    CHECK(v.lane_ranges == 0 && v.vectors > 0 && v.bad_sources == 0);
+    CHECK(v.geps > 0 && v.geps % w == 0); /* each lane of the partial sums, combined */
+    static const vector_forms none = {NULL};
+    v = census(devectorize(sink, &none), w);
+    CHECK(v.vectors == 0 && v.geps == 0 && v.vectorizes == 0);
+    uop_pool_release(mark);
+  }
+  if (ast) uop_decref(ast);
+  tg_scope_end(s);
+}
+
 TEST(opt_heuristics_vectorize_tile_and_thread) {
   NEED_HOST_DEVICE();
   tg_scope *s = tg_scope_begin();
@@ -475,7 +550,7 @@ TEST(opt_heuristics_vectorize_tile_and_thread) {
   snprintf(upcast, sizeof upcast, "UPCAST(1,%d)", w);
   snprintf(vec, sizeof vec, spelled("tg_f32x%d v", "<%d x float>"), w);
   snprintf(aligned, sizeof aligned, spelled("*(const tg_f32x%da *)", "align %d\n"), dev_llvm() ? w * 4 : w);
-  snprintf(last, sizeof last, spelled("[%d]);\n", "i32 %d\n"), w - 1);
+  snprintf(last, sizeof last, spelled("[%d];\n", "i32 %d\n"), w - 1); /* the last lane's GEP */
   tg_tensor *mm[2] = {ones_buffer((int64_t[]){256, 128}, 2), ones_buffer((int64_t[]){128, 256}, 2)};
   heuristics_of(b_matmul, mm, &c);
   CHECK(strstr(c.opts, upcast) && c.src && strstr(c.src, vec));

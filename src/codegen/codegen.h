@@ -136,8 +136,20 @@ typedef struct kaccess {
 } kaccess;
 /* The accesses (loads and stores) of a kernel, at most cap; -1 on error. */
 int kernel_accesses(uop *ast, kaccess *out, int cap);
-/* Number of vector lanes of a node in a lowered kernel (0: scalar). memo caches per node. */
-int uop_lanes(ptrmap *memo, uop *u);
+
+/* ---------------------------------------------------------------- vector lanes (vectorize.c) */
+
+/* Lanes as types: every node of a lowered kernel that depends on the lane range gets vcount =
+ * its lanes; broadcasts (VECTORIZE(x)) and horizontal reductions (GEP) become explicit.
+ * lower_kernel runs it last. */
+uop *vectorize(uop *sink);
+/* Which vector nodes a renderer renders as vectors (ok NULL: none); the renderer's table. */
+typedef struct vector_forms {
+  bool (*ok)(const uop *u);
+} vector_forms;
+/* Split, lane by lane, every vector node forms has no vector form for. */
+uop *devectorize(uop *sink, const vector_forms *forms);
+extern const vector_forms c_vector_forms, llvm_vector_forms; /* render/c.c, render/llvm.c */
 
 /* ---------------------------------------------------------------- programs */
 
@@ -156,8 +168,8 @@ typedef struct lin_program {
 int linearize(uop *sink, lin_program *prog, kernel_info *info);
 /* Check the program spec: loops balanced, every value defined before use. */
 int program_spec_check(const lin_program *prog);
-/* REDUCE: src = bodies, then its ranges (loops, and the lane range when it reduces lanes);
- * arg = [op, number of bodies, lanes to combine (when the others are padding)].
+/* REDUCE: src = bodies, then its ranges (loops; before vectorize also the lane range when it
+ * reduces lanes); arg = [op, number of bodies, lanes to combine (when the others are padding)].
  * Number of REDUCE bodies (a REDUCE unrolled n times accumulates n bodies per iteration). */
 static inline int reduce_nbody(const uop *u) { return u->narg > 1 ? (int)u->arg[1] : 1; }
 
@@ -214,6 +226,9 @@ int program_exec(program *p, void **args);
  * freed when the hook is set again (NULL: back to normal). */
 typedef int (*opt_hook_fn)(uop *ast, kshape *ks, void *ctx);
 void program_set_opt_hook(opt_hook_fn fn, void *ctx);
+/* Test hook: while on, programs built split every vector node lane by lane (devectorize with
+ * no vector forms), as for a renderer without vectors. */
+void program_set_lane_by_lane(bool on);
 
 /* Readable bytes past the end of every buffer a kernel gets (buffers, BEAM and GROUP
  * scratch): 16 lanes of 8 bytes. A vector load whose first lane is in bounds stays inside

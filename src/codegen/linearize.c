@@ -5,8 +5,7 @@
  * outermost); a REDUCE first emits the parts of its bodies that do not depend on its ranges
  * (hoisting invariants), then opens its loops, emits the rest, and closes them. REDUCEs over
  * the same loops whose inputs are ready share one loop nest (the accumulators of a register
- * tile). Lane ranges are never loops: they are always "open" (vector lanes).
- * Deterministic: sources in order. */
+ * tile). Vector lanes are types (vcount), not loops. Deterministic: sources in order. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,7 +19,6 @@ typedef struct lin_ctx {
   VEC(bool) alive;  /* scope → still open (a node from a closed loop nest is emitted again) */
   int scope;
   ptrmap hoisted;   /* node → open mask + 1 of its last hoist visit (shared DAGs stay linear) */
-  ptrmap lanes;     /* uop_lanes memo */
   VEC(lin_op) ops;
   VEC(uop *) reduces; /* every REDUCE, sources first */
   uint64_t open;
@@ -35,8 +33,6 @@ static bool emitted(lin_ctx *c, uop *u) {
 }
 
 static void mark_emitted(lin_ctx *c, uop *u) { ptrmap_put(&c->emitted, u, (void *)(uintptr_t)(c->scope + 1)); }
-
-static bool is_lane(const uop *u) { return u->op == OP_RANGE && u->arg[1] == RANGE_LANE; }
 
 static uint64_t deps_of(lin_ctx *c, uop *u) {
   void *v = ptrmap_get(&c->deps, u);
@@ -66,10 +62,7 @@ static bool inline_node(const uop *u) {
   return u->op == OP_CONST || u->op == OP_RANGE || u->op == OP_DEFINE_GLOBAL;
 }
 
-static uint64_t lane_factor(lin_ctx *c, uop *u) {
-  int l = uop_lanes(&c->lanes, u);
-  return l ? (uint64_t)l : 1;
-}
+static uint64_t lane_factor(const uop *u) { return u->vcount ? u->vcount : 1; }
 
 static void emit(lin_ctx *c, uop *u);
 
@@ -137,9 +130,8 @@ static void emit_reduce(lin_ctx *c, uop *u) {
   uint64_t saved = c->open;
   int64_t saved_trips = c->trips;
   int saved_scope = c->scope;
-  uint64_t lanes = 1;
   bool loops = false;
-  for (int i = nb; i < u->nsrc; i++) loops |= u->src[i]->op == OP_RANGE && !is_lane(u->src[i]);
+  for (int i = nb; i < u->nsrc; i++) loops |= u->src[i]->op == OP_RANGE;
   if (loops) { /* a new scope for what the loops compute */
     c->scope = (int)c->alive.n;
     if (VEC_PUSH(c->alive, true) < 0) c->err = TG_ERR_NOMEM;
@@ -147,7 +139,6 @@ static void emit_reduce(lin_ctx *c, uop *u) {
   for (int i = nb; i < u->nsrc; i++) {
     uop *r = u->src[i];
     if (r->op != OP_RANGE) continue; /* a size-1 range folded to 0 */
-    if (is_lane(r)) { lanes = (uint64_t)uop_const_ivalue(r->src[0]); continue; }
     push(c, L_LOOP, r);
     c->open |= deps_of(c, r);
     c->trips *= uop_const_ivalue(r->src[0]);
@@ -156,13 +147,10 @@ static void emit_reduce(lin_ctx *c, uop *u) {
     for (int i = 0; i < reduce_nbody(group[g]); i++) emit(c, group[g]->src[i]);
   for (int g = 0; g < ng; g++) {
     push(c, L_ACC_UPDATE, group[g]);
-    for (int i = 0; i < reduce_nbody(group[g]); i++) {
-      uint64_t l = lane_factor(c, group[g]->src[i]);
-      c->info->flops += (uint64_t)c->trips * (l > lanes ? l : lanes);
-    }
+    for (int i = 0; i < reduce_nbody(group[g]); i++) c->info->flops += (uint64_t)c->trips * lane_factor(group[g]->src[i]);
   }
   for (int i = u->nsrc - 1; i >= nb; i--)
-    if (u->src[i]->op == OP_RANGE && !is_lane(u->src[i])) push(c, L_END, u->src[i]);
+    if (u->src[i]->op == OP_RANGE) push(c, L_END, u->src[i]);
   if (loops) c->alive.v[c->scope] = false;
   c->open = saved, c->trips = saved_trips, c->scope = saved_scope;
   for (int g = 0; g < ng; g++) push(c, L_ACC_FINAL, group[g]);
@@ -175,7 +163,7 @@ static void emit(lin_ctx *c, uop *u) {
   if (u->op == OP_REDUCE) { emit_reduce(c, u); return; }
   for (int i = 0; i < u->nsrc; i++) emit(c, u->src[i]);
   if (u->op == OP_SINK) return;
-  if (uop_is_alu(u) && u->dtype != TG_INT64) c->info->flops += (uint64_t)c->trips * lane_factor(c, u);
+  if (uop_is_alu(u) && u->dtype != TG_INT64) c->info->flops += (uint64_t)c->trips * lane_factor(u);
   push(c, u->op == OP_STORE ? L_STORE : L_VALUE, u);
 }
 
@@ -197,8 +185,7 @@ int linearize(uop *sink, lin_program *prog, kernel_info *info) {
     uop *u = order[i];
     if (u->op == OP_REDUCE) VEC_PUSH(c.reduces, u);
     if (u->op != OP_RANGE) continue;
-    if (is_lane(u)) c.open |= deps_of(&c, u); /* lanes are always available */
-    else if (u->arg[1] == RANGE_GLOBAL || u->arg[1] == RANGE_PARALLEL) VEC_PUSH(outer, u);
+    if (u->arg[1] == RANGE_GLOBAL || u->arg[1] == RANGE_PARALLEL) VEC_PUSH(outer, u);
   }
   free(order);
   for (size_t i = 1; i < outer.n; i++) /* insertion sort */
@@ -220,7 +207,6 @@ int linearize(uop *sink, lin_program *prog, kernel_info *info) {
   ptrmap_free(&c.deps);
   ptrmap_free(&c.emitted);
   ptrmap_free(&c.hoisted);
-  ptrmap_free(&c.lanes);
   if (c.err) { VEC_FREE(c.ops); return c.err; }
   prog->ops = c.ops.v, prog->n = (int)c.ops.n;
   return 0;
@@ -253,8 +239,7 @@ int program_spec_check(const lin_program *p) {
     int last = o->kind == L_LOOP ? 0 : o->kind == L_ACC_UPDATE ? reduce_nbody(u) : o->kind == L_ACC_FINAL ? 0 : u->nsrc;
     for (int j = 0; j < last && !rc; j++) {
       uop *s = u->src[j];
-      bool lane = s->op == OP_RANGE && s->arg[1] == RANGE_LANE;
-      if (!ptrmap_get(&defined, s) && s->op != OP_CONST && s->op != OP_DEFINE_GLOBAL && !lane)
+      if (!ptrmap_get(&defined, s) && s->op != OP_CONST && s->op != OP_DEFINE_GLOBAL)
         rc = tg_set_error(TG_ERR_DEVICE, "program spec: %s used before definition or outside its loop", uop_ops[s->op].name);
     }
     if (o->kind == L_ACC_UPDATE) continue;

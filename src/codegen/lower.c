@@ -12,7 +12,8 @@
  * combination of their values, and an unrolled reduction accumulates one body per
  * combination. Padded dims mask their loads, gate their stores, and feed the identity to
  * their reduction. After simplification, loads and stores whose index is base + lane become
- * vector accesses (LOAD/STORE arg = [lanes, aligned]). */
+ * vector accesses (LOAD/STORE arg = [lanes, aligned, checked]), and vectorize.c gives every
+ * node that depends on the lane its vector type. */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -433,30 +434,6 @@ static const rule vector_rule_list[] = {
     {NULL, NULL},
 };
 
-int uop_lanes(ptrmap *memo, uop *u) {
-  uintptr_t m = (uintptr_t)ptrmap_get(memo, u);
-  if (m) return (int)m - 1;
-  int lanes = 0;
-  if (u->op == OP_RANGE && u->arg[1] == RANGE_LANE) lanes = (int)uop_const_ivalue(u->src[0]);
-  else if ((u->op == OP_LOAD || u->op == OP_STORE) && u->narg) lanes = (int)u->arg[0];
-  if (u->op == OP_REDUCE) {
-    bool over_lane = false;
-    for (int i = reduce_nbody(u); i < u->nsrc; i++) /* a size-1 range folds to a constant */
-      over_lane |= u->src[i]->op == OP_RANGE && u->src[i]->arg[1] == RANGE_LANE;
-    for (int i = 0; i < reduce_nbody(u) && !over_lane; i++) {
-      int l = uop_lanes(memo, u->src[i]);
-      if (l > lanes) lanes = l;
-    }
-  } else {
-    for (int i = 0; i < u->nsrc; i++) {
-      int l = uop_lanes(memo, u->src[i]);
-      if (l > lanes) lanes = l;
-    }
-  }
-  ptrmap_put(memo, u, (void *)(uintptr_t)(lanes + 1));
-  return lanes;
-}
-
 /* ---------------------------------------------------------------- the kernel */
 
 /* Name (r_ for reductions, E_ for elementwise, then the output shape) and buffer traffic. */
@@ -576,7 +553,7 @@ uop *lower_kernel(uop *ast, const kshape *ks_in, int stage, kernel_info *info) {
   sink = graph_rewrite(sink, tables(0), &c);
   sink = graph_rewrite(sink, tables(1), NULL);
   sink = transcendental_rewrite(sink, c.ks); /* exp2/log2/sin as polynomials (transcendental.c) */
-  if (sink && c.lane_range) sink = graph_rewrite(sink, tables(2), &c);
+  if (sink && c.lane_range) sink = vectorize(graph_rewrite(sink, tables(2), &c));
   ptrmap_free(&c.uses_lane);
   ptrmap_free(&c.plain_ranges);
   return sink;

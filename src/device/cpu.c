@@ -159,6 +159,7 @@ device cpu_device = {
     .name = "CPU",
     .open = cpu_open,
     .render = render_c,
+    .vectors = &c_vector_forms,
     .compile = cpu_compile,
     .launch = cpu_launch,
     .describe = cpu_describe,

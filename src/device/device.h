@@ -24,6 +24,8 @@ struct device {
    * (caps.max_local_size > 1): a kernel names[i](long long n, T0 *b0, T1 *b1, ...) run by n
    * work-items (render_c_gpu). */
   char *(*render)(const lin_program *progs, int n, const char *const *names);
+  /* The vector nodes that renderer renders as vectors (NULL: none; the rest go lane by lane). */
+  const vector_forms *vectors;
   /* Compile src and return a handle for each of names[0..n) in fns (host devices: the
    * function's address; GPU devices: their kernel object), cached on disk by the device,
    * keyed by source + compiler + flags. */

@@ -510,6 +510,7 @@ device llvm_device = {
     .name = "LLVM",
     .open = llvm_open,
     .render = render_llvm,
+    .vectors = &llvm_vector_forms,
     .compile = llvm_compile,
     .launch = llvm_launch,
     .describe = llvm_describe,

@@ -42,9 +42,15 @@ static int parallel_iterations(const kshape *ks) {
   return a < 0 ? 1 : (int)ks->ax[a].size;
 }
 
-/* Lower, linearize and check one stage. */
-static int build_stage(uop *ast, const kshape *ks, int stage, kernel_info *info, lin_program *lin) {
+static _Atomic bool lane_by_lane; /* test hook: every vector node goes lane by lane */
+void program_set_lane_by_lane(bool on) { lane_by_lane = on; }
+
+/* Lower (vector nodes the device's renderer has no form for go lane by lane), linearize and
+ * check one stage. */
+static int build_stage(const device *dev, uop *ast, const kshape *ks, int stage, kernel_info *info, lin_program *lin) {
+  static const vector_forms scalar_only = {NULL};
   uop *sink = lower_kernel(ast, ks, stage, info);
+  if (sink) sink = devectorize(sink, dev->vectors && !lane_by_lane ? dev->vectors : &scalar_only);
   if (!sink) return tg_last_error()[0] ? TG_ERR_COMPILE : tg_set_error(TG_ERR_COMPILE, "lowering %s failed", info->name);
   int rc = linearize(sink, lin, info);
   if (rc == 0 && tg_spec_checks()) rc = program_spec_check(lin);
@@ -68,7 +74,7 @@ program *program_build(const device *dev, uop *ast, const kshape *ks) {
   const char *name_ptrs[2] = {names[0], names[1]};
   for (int s = 0; s < p->nstages; s++) {
     kernel_info info = {0};
-    if (build_stage(ast, ks, grouped ? STAGE_PARTIAL + s : STAGE_ONLY, &info, &lin[s]) < 0) goto fail;
+    if (build_stage(dev, ast, ks, grouped ? STAGE_PARTIAL + s : STAGE_ONLY, &info, &lin[s]) < 0) goto fail;
     uint64_t flops = p->info.flops + info.flops;
     p->info = info, p->info.flops = flops;
     snprintf(names[s], sizeof names[s], "%s%s", info.name, grouped ? (s ? "_combine" : "_partial") : "");

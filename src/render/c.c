@@ -112,20 +112,16 @@ static const flavor flavor_cuda = {
     .gid = "((tg_i64)blockIdx.x*blockDim.x+threadIdx.x)", .bool_mem = "bool", .i64_suffix = "LL", .f32_math = true,
     .bitcast = bitcast_cuda};
 
-/* Vector lanes: a node that depends on the lane range holds W values in a GCC vector
- * (typedef float tg_f32x16 __attribute__((vector_size(64)))). Common ops on float32/64 and
- * int32/64 use vector arithmetic; anything else is computed lane by lane from the same scalar
- * spelling, so every op works on lanes. Loads and stores marked contiguous by lowering
- * (arg = [lanes, aligned]) are single vector accesses. */
+/* Vector nodes (vcount w, vectorize.c) are GCC vectors (typedef float tg_f32x16
+ * __attribute__((vector_size(64)))). c_vector_forms says which vector ops render as vector
+ * arithmetic (common ops on float32/64 and int32/64, bool masks, contiguous loads and stores);
+ * devectorize splits the rest into scalar ops on the lanes (GEP) before they get here. */
 typedef struct renderer {
   strbuf out;
   ptrmap names; /* uop → malloc'd expression or variable name */
-  ptrmap lanes; /* uop_lanes memo */
   int nvars, depth;
   bool uses_half;
   unsigned vec_used[TG_DTYPE_COUNT]; /* bit k: a vector of 2^k lanes of this element type */
-  char tmp[8][192];                  /* operand spellings */
-  int ntmp;
   char vtypes[8][32];                /* vector type spellings */
   int nvtypes;
   const flavor *fl;
@@ -167,11 +163,63 @@ static const char *vtype(renderer *r, tg_dtype dt, int w, int access) {
   return b;
 }
 
-/* Vector arithmetic is used for these element types; others go lane by lane. */
-static bool fast_dtype(tg_dtype dt) { return dt == TG_FLOAT32 || dt == TG_FLOAT64 || dt == TG_INT32 || dt == TG_INT64; }
+/* Vector arithmetic is used for these element types; others go lane by lane (8- and 16-bit
+ * integers compute promoted to int in C, and their vectors would not). */
+static bool fast_dtype(tg_dtype dt) {
+  return dt == TG_FLOAT32 || dt == TG_FLOAT64 || dt == TG_INT32 || dt == TG_INT64 || dt == TG_UINT32 || dt == TG_UINT64;
+}
 
-static int lanes_of(renderer *r, uop *u) { return uop_lanes(&r->lanes, u); }
-static bool is_lane_range(const uop *u) { return u->op == OP_RANGE && u->arg[1] == RANGE_LANE; }
+/* ---------------------------------------------------------------- vector forms */
+
+static bool load_checked(const uop *u) { return u->narg > 2 && u->arg[2]; }
+/* The mask of a LOAD, or NULL. */
+static uop *load_mask(const uop *u) { return u->nsrc > 2 ? u->src[2] : NULL; }
+
+/* The bool-valued ops with a vector form: masks from comparisons, logic on masks. */
+static bool bool_vector_form(const uop *u) {
+  switch (u->op) {
+    case OP_CMPLT: case OP_CMPNE: case OP_CMPEQ: case OP_CAST: return fast_dtype((tg_dtype)u->src[0]->dtype);
+    case OP_AND: case OP_OR: case OP_XOR: case OP_NOT: return true;
+    default: return false;
+  }
+}
+
+/* A reduction's vector accumulator: + and * on fast types, max on floats. */
+static bool reduce_vector_form(const uop *u) {
+  tg_dtype dt = (tg_dtype)u->dtype;
+  for (int i = 0; i < reduce_nbody(u); i++)
+    if (u->src[i]->dtype != dt) return false;
+  if (u->arg[0] == OP_MAX) return dt == TG_FLOAT32 || dt == TG_FLOAT64;
+  return fast_dtype(dt);
+}
+
+/* Whether vector_expr (or the load, store and accumulator code) renders u as a vector. */
+static bool c_vector_ok(const uop *u) {
+  tg_dtype dt = (tg_dtype)u->dtype;
+  bool fl = dtype_is_float(dt);
+  switch (u->op) {
+    case OP_LOAD: /* contiguous; a checked one gated per lane needs a fast type */
+      return u->narg && !(load_checked(u) && load_mask(u) && load_mask(u)->vcount && !fast_dtype(dt));
+    case OP_STORE: return u->narg > 0;
+    case OP_REDUCE: return reduce_vector_form(u);
+    default: break;
+  }
+  if (dt == TG_BOOL) return bool_vector_form(u);
+  if (!fast_dtype(dt)) return false;
+  for (int i = u->op == OP_WHERE; i < u->nsrc; i++)
+    if (u->src[i]->dtype != dt && u->op != OP_CAST) return false;
+  switch (u->op) {
+    case OP_ADD: case OP_SUB: case OP_MUL: case OP_NEG: case OP_WHERE: case OP_MAX: return true;
+    case OP_FDIV: case OP_RECIP: return fl;
+    case OP_AND: case OP_OR: case OP_XOR: case OP_SHL: case OP_SHR: case OP_NOT: return !fl;
+    case OP_CAST: return fast_dtype((tg_dtype)u->src[0]->dtype) || u->src[0]->dtype == TG_BOOL;
+    default: return false;
+  }
+}
+
+const vector_forms c_vector_forms = {c_vector_ok};
+
+/* ---------------------------------------------------------------- values */
 
 static void render_const(char *buf, size_t n, uop *u, const char *ll) {
   tg_dtype dt = u->dtype;
@@ -209,40 +257,12 @@ static const char *name_of(renderer *r, uop *u) {
   if (s) return s;
   char buf[400];
   if (u->op == OP_CONST) render_const(buf, sizeof buf, u, r->fl->i64_suffix);
-  else if (is_lane_range(u)) {
-    int w = (int)uop_const_ivalue(u->src[0]), len = snprintf(buf, sizeof buf, "((%s){", vtype(r, TG_INT64, w, V_VALUE));
-    for (int l = 0; l < w; l++) len += snprintf(buf + len, sizeof buf - (size_t)len, l ? ",%d" : "%d", l);
-    snprintf(buf + len, sizeof buf - (size_t)len, "})");
-  } else if (u->op == OP_RANGE) snprintf(buf, sizeof buf, "r%lld", (long long)u->arg[0]);
+  else if (u->op == OP_RANGE) snprintf(buf, sizeof buf, "r%lld", (long long)u->arg[0]);
   else if (u->op == OP_DEFINE_GLOBAL) snprintf(buf, sizeof buf, "d%lld", (long long)u->arg[0]);
   else snprintf(buf, sizeof buf, "v%d", r->nvars++);
   s = strdup(buf);
   ptrmap_put(&r->names, u, s);
   return s;
-}
-
-static void rename_node(renderer *r, uop *u, const char *name) {
-  free(ptrmap_get(&r->names, u));
-  ptrmap_put(&r->names, u, strdup(name));
-}
-
-static char *tmp_buf(renderer *r) { return r->tmp[r->ntmp++ & 7]; }
-
-/* A source as an operand: for lane >= 0 a vector source is read at that lane. */
-static const char *operand(renderer *r, uop *u, int lane) {
-  if (lane < 0 || !lanes_of(r, u)) return name_of(r, u);
-  char *b = tmp_buf(r);
-  if (is_lane_range(u)) snprintf(b, 192, "%dLL", lane);
-  else snprintf(b, 192, "%s[%d]", name_of(r, u), lane);
-  return b;
-}
-
-/* A source as a vector of w lanes of dt (a scalar is broadcast: s - 0 keeps -0.0 and NaN). */
-static const char *as_vector(renderer *r, uop *u, tg_dtype dt, int w) {
-  if (lanes_of(r, u)) return name_of(r, u);
-  char *b = tmp_buf(r);
-  snprintf(b, 192, "((%s)%s - (%s){})", dtype_table[vec_elem(dt)].cvalue, name_of(r, u), vtype(r, dt, w, V_VALUE));
-  return b;
 }
 
 /* The signed integer vector type with dt's element size (comparison masks). */
@@ -303,187 +323,169 @@ static const char *round_fn(tg_dtype dt) { return dt == TG_FLOAT16 ? "tg_rh" : d
 static const char *load_conv(tg_dtype dt) { return dt == TG_FLOAT16 ? "tg_h2f" : dt == TG_BFLOAT16 ? "tg_b2f" : ""; }
 static const char *store_conv(tg_dtype dt) { return dt == TG_FLOAT16 ? "tg_f2h" : dt == TG_BFLOAT16 ? "tg_f2b" : ""; }
 
-static bool load_checked(const uop *u) { return u->narg > 2 && u->arg[2]; }
-/* The mask of a LOAD, or NULL. */
-static uop *load_mask(const uop *u) { return u->nsrc > 2 ? u->src[2] : NULL; }
-
-/* The scalar expression of a LOAD (for lane >= 0: that lane, of a gather or of a vector load). */
-static void load_expr(renderer *r, uop *u, int lane, strbuf *e) {
-  const char *g = name_of(r, u->src[0]), *idx = operand(r, u->src[1], lane), *conv = load_conv(u->dtype);
-  char at[224];
-  if (u->narg && lane >= 0) { /* a checked lane past the buffer is a padded one: any element will do */
-    long long last = (long long)u->src[0]->arg[1] - 1;
-    if (load_checked(u)) snprintf(at, sizeof at, "tg_clampi(%s+%d, %lld%s)", idx, lane, last, r->fl->i64_suffix), idx = at;
-    else snprintf(at, sizeof at, "%s+%d", idx, lane), idx = at;
-  }
-  uop *m = load_mask(u);
-  if (m) sb_printf(e, "(%s?%s(%s[%s]):0)", operand(r, m, lane), conv, g, idx);
-  else sb_printf(e, "%s(%s[%s])", conv, g, idx);
+/* "x" for a scalar, "x[l]" for lane l of a vector (the fallback paths of checked accesses). */
+static const char *lane_spelling(renderer *r, uop *u, int l, char *buf, size_t n) {
+  if (!u->vcount) return name_of(r, u);
+  snprintf(buf, n, "%s[%d]", name_of(r, u), l);
+  return buf;
 }
 
-/* The scalar expression of u (for lane >= 0: of that lane). */
-static void scalar_expr(renderer *r, uop *u, int lane, strbuf *e) {
-  if (u->op == OP_LOAD) { load_expr(r, u, lane, e); return; }
+/* The scalar expression of u: a load, a lane of a vector, or an ALU op. */
+static void scalar_expr(renderer *r, uop *u, strbuf *e) {
+  if (u->op == OP_LOAD) {
+    const char *g = name_of(r, u->src[0]), *idx = name_of(r, u->src[1]), *conv = load_conv(u->dtype);
+    uop *m = load_mask(u);
+    if (m) sb_printf(e, "(%s?%s(%s[%s]):0)", name_of(r, m), conv, g, idx);
+    else sb_printf(e, "%s(%s[%s])", conv, g, idx);
+    return;
+  }
+  if (u->op == OP_GEP) { sb_printf(e, "%s[%lld]", name_of(r, u->src[0]), (long long)u->arg[0]); return; }
   const char *o[3] = {"", "", ""};
-  for (int i = 0; i < u->nsrc && i < 3; i++) o[i] = operand(r, u->src[i], lane);
+  for (int i = 0; i < u->nsrc && i < 3; i++) o[i] = name_of(r, u->src[i]);
   alu_expr(r, u, o, e);
-}
-
-/* A lane-by-lane vector constructor {expr(0), …, expr(w-1)}. */
-static void lanes_expr(renderer *r, uop *u, int w, strbuf *e) {
-  sb_printf(e, "(%s){", vtype(r, u->dtype, w, V_VALUE));
-  for (int l = 0; l < w; l++) {
-    strbuf one = {0};
-    scalar_expr(r, u, l, &one);
-    sb_printf(e, "%s%s(%s)", l ? ", " : "", u->op == OP_LOAD ? "" : round_fn(u->dtype), one.s);
-    sb_free(&one);
-  }
-  sb_printf(e, "}");
 }
 
 /* A contiguous vector load. A checked one reads the whole vector only when that stays inside
  * the buffer (arg[1] of the DEFINE_GLOBAL), zeroing lanes its mask turns off, and otherwise
- * gathers lane by lane. */
-static bool vector_load(renderer *r, uop *u, int w, strbuf *e) {
+ * reads lane by lane, each clamped into the buffer (a lane past it is padding). */
+static void vector_load(renderer *r, uop *u, int w, strbuf *e) {
   tg_dtype dt = u->dtype;
   const char *vt = vtype(r, dt, w, V_VALUE), *g = name_of(r, u->src[0]), *base = name_of(r, u->src[1]);
   char load[256];
   snprintf(load, sizeof load, "(%s)*(const %s *)(%s + %s)", vt, vtype(r, dt, w, u->arg[1] ? V_ALIGNED : V_UNALIGNED), g, base);
   uop *m = load_mask(u);
-  if (!load_checked(u)) {
+  bool lane_mask = m && m->vcount;
+  /* unchecked, or checked only for a padded dim's clamp: lane 0 is a real element (>= 0, in
+   * bounds) and the buffer's slack covers the rest; the padded lanes' values are never used */
+  if (!load_checked(u) || (!lane_mask && (size_t)w * tg_dtype_size(dt) <= BUFFER_SLACK)) {
     if (m) sb_printf(e, "(%s ? %s : (%s){})", name_of(r, m), load, vt);
     else sb_printf(e, "%s", load);
-    return true;
-  }
-  if (m && lanes_of(r, m) && !fast_dtype(dt)) return false;
-  if ((!m || !lanes_of(r, m)) && (size_t)w * tg_dtype_size(dt) <= BUFFER_SLACK) {
-    /* checked only for a padded dim's clamp: lane 0 is a real element (>= 0, in bounds) and
-     * the buffer's slack covers the rest; the padded lanes' values are never used */
-    if (m) sb_printf(e, "(%s ? %s : (%s){})", name_of(r, m), load, vt);
-    else sb_printf(e, "%s", load);
-    return true;
+    return;
   }
   sb_printf(e, "((%s >= 0 && %s <= %lldLL) ? ", base, base, (long long)(u->src[0]->arg[1] - w));
   if (!m) sb_printf(e, "%s", load);
-  else if (!lanes_of(r, m)) sb_printf(e, "(%s ? %s : (%s){})", name_of(r, m), load, vt);
+  else if (!lane_mask) sb_printf(e, "(%s ? %s : (%s){})", name_of(r, m), load, vt);
   else {
     const char *mt = mask_type(r, dt, w);
     sb_printf(e, "(%s)((%s)%s & -__builtin_convertvector(%s, %s))", vt, mt, load, name_of(r, m), mt);
   }
-  sb_printf(e, " : ");
-  lanes_expr(r, u, w, e);
-  sb_printf(e, ")");
-  return true;
+  sb_printf(e, " : (%s){", vt);
+  long long last = (long long)u->src[0]->arg[1] - 1;
+  for (int l = 0; l < w; l++) {
+    char ml[224];
+    sb_printf(e, "%s", l ? ", " : "");
+    if (m) sb_printf(e, "%s ? ", lane_spelling(r, m, l, ml, sizeof ml));
+    sb_printf(e, "%s(%s[tg_clampi(%s+%d, %lld%s)])", load_conv(dt), g, base, l, last, r->fl->i64_suffix);
+    if (m) sb_printf(e, " : 0");
+  }
+  sb_printf(e, "})");
 }
 
 /* Bool lanes are bytes holding 0/1: comparisons of vectors give -1/0 masks, converted. */
-static bool vector_bool(renderer *r, uop *u, int w, strbuf *e) {
+static void vector_bool(renderer *r, uop *u, int w, strbuf *e) {
   uop *x = u->src[0];
   const char *bt = vtype(r, TG_BOOL, w, V_VALUE);
   switch (u->op) {
     case OP_CMPLT: case OP_CMPNE: case OP_CMPEQ: {
-      if (!fast_dtype(x->dtype)) return false;
       const char *op = u->op == OP_CMPLT ? "<" : u->op == OP_CMPNE ? "!=" : "==";
-      sb_printf(e, "__builtin_convertvector(-(%s %s %s), %s)", as_vector(r, x, x->dtype, w), op,
-                as_vector(r, u->src[1], x->dtype, w), bt);
-      return true;
+      sb_printf(e, "__builtin_convertvector(-(%s %s %s), %s)", name_of(r, x), op, name_of(r, u->src[1]), bt);
+      return;
     }
     case OP_AND: case OP_OR: case OP_XOR:
-      sb_printf(e, "(%s %c %s)", as_vector(r, x, TG_BOOL, w), u->op == OP_AND ? '&' : u->op == OP_OR ? '|' : '^',
-                as_vector(r, u->src[1], TG_BOOL, w));
-      return true;
-    case OP_NOT: sb_printf(e, "(%s ^ 1)", name_of(r, x)); return true;
-    case OP_CAST:
-      if (!fast_dtype(x->dtype)) return false;
-      sb_printf(e, "__builtin_convertvector(-(%s != 0), %s)", name_of(r, x), bt);
-      return true;
-    default: return false;
+      sb_printf(e, "(%s %c %s)", name_of(r, x), u->op == OP_AND ? '&' : u->op == OP_OR ? '|' : '^', name_of(r, u->src[1]));
+      return;
+    case OP_NOT: sb_printf(e, "(%s ^ 1)", name_of(r, x)); return;
+    default: /* CAST */ sb_printf(e, "__builtin_convertvector(-(%s != 0), %s)", name_of(r, x), bt); return;
   }
 }
 
-/* Vector arithmetic for u, or false if it must go lane by lane. */
-static bool vector_expr(renderer *r, uop *u, int w, strbuf *e) {
+/* A VECTORIZE: w lanes from w scalars, or one scalar broadcast (s - 0 keeps -0.0 and NaN). */
+static void vectorize_expr(renderer *r, uop *u, int w, strbuf *e) {
+  const char *vt = vtype(r, u->dtype, w, V_VALUE);
+  if (u->nsrc == 1) { sb_printf(e, "((%s)%s - (%s){})", dtype_table[vec_elem(u->dtype)].cvalue, name_of(r, u->src[0]), vt); return; }
+  sb_printf(e, "(%s){", vt);
+  for (int l = 0; l < u->nsrc; l++) sb_printf(e, l ? ", %s" : "%s", name_of(r, u->src[l]));
+  sb_printf(e, "}");
+}
+
+/* Vector arithmetic for u (c_vector_ok(u) holds: devectorize split everything else). */
+static void vector_expr(renderer *r, uop *u, int w, strbuf *e) {
   tg_dtype dt = u->dtype;
-  if (u->op == OP_LOAD) return u->narg && vector_load(r, u, w, e);
-  if (dt == TG_BOOL) return vector_bool(r, u, w, e);
-  if (!fast_dtype(dt)) return false;
-  int first = u->op == OP_WHERE ? 1 : 0;
-  bool from_bool = u->op == OP_CAST && u->src[0]->dtype == TG_BOOL;
-  for (int i = first; i < u->nsrc; i++)
-    if (u->src[i]->dtype != dt && u->op != OP_CAST) return false;
-  const char *vt = vtype(r, dt, w, V_VALUE);
-  const char *a = u->nsrc > first ? name_of(r, u->src[first]) : "", *b = u->nsrc > first + 1 ? name_of(r, u->src[first + 1]) : "";
-  bool fl = dtype_is_float(dt);
+  if (u->op == OP_VECTORIZE) { vectorize_expr(r, u, w, e); return; }
+  if (u->op == OP_LOAD) { vector_load(r, u, w, e); return; }
+  if (dt == TG_BOOL) { vector_bool(r, u, w, e); return; }
+  const char *vt = vtype(r, dt, w, V_VALUE), *a = name_of(r, u->src[0]), *b = u->nsrc > 1 ? name_of(r, u->src[1]) : "";
   switch (u->op) {
-    case OP_ADD: sb_printf(e, "(%s+%s)", a, b); return true;
-    case OP_SUB: sb_printf(e, "(%s-%s)", a, b); return true;
-    case OP_MUL: sb_printf(e, "(%s*%s)", a, b); return true;
-    case OP_NEG: sb_printf(e, "(-%s)", a); return true;
-    case OP_FDIV: if (!fl) return false; sb_printf(e, "(%s/%s)", a, b); return true;
-    case OP_RECIP: if (!fl) return false; sb_printf(e, dt == TG_FLOAT32 ? "(1.0f/%s)" : "(1.0/%s)", a); return true;
-    case OP_CAST:
-      if (!fast_dtype(u->src[0]->dtype) && !from_bool) return false;
-      sb_printf(e, "__builtin_convertvector(%s, %s)", a, vt);
-      return true;
-    case OP_WHERE: {
-      const char *va = as_vector(r, u->src[1], dt, w), *vb = as_vector(r, u->src[2], dt, w);
-      if (!lanes_of(r, u->src[0])) { sb_printf(e, "(%s ? %s : %s)", name_of(r, u->src[0]), va, vb); return true; }
+    case OP_ADD: sb_printf(e, "(%s+%s)", a, b); return;
+    case OP_SUB: sb_printf(e, "(%s-%s)", a, b); return;
+    case OP_MUL: sb_printf(e, "(%s*%s)", a, b); return;
+    case OP_NEG: sb_printf(e, "(-%s)", a); return;
+    case OP_NOT: sb_printf(e, "(~%s)", a); return;
+    case OP_AND: sb_printf(e, "(%s&%s)", a, b); return;
+    case OP_OR: sb_printf(e, "(%s|%s)", a, b); return;
+    case OP_XOR: sb_printf(e, "(%s^%s)", a, b); return;
+    case OP_SHL: sb_printf(e, "(%s<<%s)", a, b); return;
+    case OP_SHR: sb_printf(e, "(%s>>%s)", a, b); return;
+    case OP_FDIV: sb_printf(e, "(%s/%s)", a, b); return;
+    case OP_RECIP: sb_printf(e, dt == TG_FLOAT32 ? "(1.0f/%s)" : "(1.0/%s)", a); return;
+    case OP_CAST: sb_printf(e, "__builtin_convertvector(%s, %s)", a, vt); return;
+    case OP_WHERE: { /* a scalar condition picks a whole vector */
+      const char *va = name_of(r, u->src[1]), *vb = name_of(r, u->src[2]);
+      if (!u->src[0]->vcount) { sb_printf(e, "(%s ? %s : %s)", a, va, vb); return; }
       const char *mt = mask_type(r, dt, w);
-      sb_printf(e, "({%s m_ = -__builtin_convertvector(%s, %s); (%s)((m_ & (%s)%s) | (~m_ & (%s)%s));})", mt,
-                name_of(r, u->src[0]), mt, vt, mt, va, mt, vb);
-      return true;
+      sb_printf(e, "({%s m_ = -__builtin_convertvector(%s, %s); (%s)((m_ & (%s)%s) | (~m_ & (%s)%s));})", mt, a, mt, vt, mt,
+                va, mt, vb);
+      return;
     }
-    case OP_MAX: { /* floats: a NaN in a wins, like the scalar spelling */
-      const char *mt = mask_type(r, dt, w), *va = as_vector(r, u->src[0], dt, w), *vb = as_vector(r, u->src[1], dt, w);
-      sb_printf(e, "({%s a_ = %s, b_ = %s; %s m_ = (a_ > b_)%s; (%s)((m_ & (%s)a_) | (~m_ & (%s)b_));})",
-                vt, va, vb, mt, fl ? " | (a_ != a_)" : "", vt, mt, mt);
-      return true;
+    default: { /* MAX; floats: a NaN in a wins, like the scalar spelling */
+      const char *mt = mask_type(r, dt, w);
+      sb_printf(e, "({%s a_ = %s, b_ = %s; %s m_ = (a_ > b_)%s; (%s)((m_ & (%s)a_) | (~m_ & (%s)b_));})", vt, a, b, mt,
+                dtype_is_float(dt) ? " | (a_ != a_)" : "", vt, mt, mt);
+      return;
     }
-    default: return false;
   }
 }
 
 static void render_value(renderer *r, uop *u) {
-  int w = lanes_of(r, u);
+  int w = u->vcount;
   strbuf e = {0};
-  const char *round = u->op == OP_LOAD ? "" : round_fn(u->dtype);
   indent(r);
-  if (!w) {
-    scalar_expr(r, u, -1, &e);
+  if (w) {
+    vector_expr(r, u, w, &e);
+    sb_printf(&r->out, "%s %s = %s;\n", vtype(r, u->dtype, w, V_VALUE), name_of(r, u), e.s);
+  } else {
+    const char *round = u->op == OP_LOAD || u->op == OP_GEP ? "" : round_fn(u->dtype);
+    scalar_expr(r, u, &e);
     if (*round) sb_printf(&r->out, "%s %s = %s(%s);\n", ctype(u->dtype), name_of(r, u), round, e.s);
     else sb_printf(&r->out, "%s %s = %s;\n", ctype(u->dtype), name_of(r, u), e.s);
-  } else if (vector_expr(r, u, w, &e)) {
-    sb_printf(&r->out, "%s %s = %s;\n", vtype(r, u->dtype, w, V_VALUE), name_of(r, u), e.s);
-  } else { /* lane by lane: a vector built from one scalar expression per lane */
-    lanes_expr(r, u, w, &e);
-    sb_printf(&r->out, "%s %s = %s;\n", vtype(r, u->dtype, w, V_VALUE), name_of(r, u), e.s);
   }
   sb_free(&e);
 }
 
+/* STORE(g, idx, value[, gate]): scalar, or a contiguous vector at base idx (arg = [lanes,
+ * aligned, checked]) whose gate may be per lane: one vector store when every lane is on,
+ * else lane by lane. */
 static void render_store(renderer *r, uop *u) {
   uop *val = u->src[2];
   tg_dtype dt = val->dtype;
-  const char *g = name_of(r, u->src[0]), *conv = store_conv(dt);
-  int w = lanes_of(r, u);
+  const char *g = name_of(r, u->src[0]), *idx = name_of(r, u->src[1]), *conv = store_conv(dt);
+  int w = u->vcount;
   indent(r);
-  bool checked = u->narg > 2 && u->arg[2];
-  if (u->narg) { /* contiguous vector store; a gate per lane: when all lanes are on */
-    if (checked) sb_printf(&r->out, "if (!__builtin_memcmp(&%s, tg_ones, %d)) ", name_of(r, u->src[3]), w);
-    else if (u->nsrc > 3) sb_printf(&r->out, "if (%s) ", name_of(r, u->src[3]));
-    sb_printf(&r->out, "*(%s *)(%s + %s) = %s;\n", vtype(r, dt, w, u->arg[1] ? V_ALIGNED : V_UNALIGNED), g, name_of(r, u->src[1]),
-              as_vector(r, val, dt, w));
-    if (!checked) return;
-    indent(r);
-    sb_printf(&r->out, "else ");
+  if (!w) {
+    if (u->nsrc > 3) sb_printf(&r->out, "if (%s) ", name_of(r, u->src[3]));
+    sb_printf(&r->out, "%s[%s] = %s(%s);\n", g, idx, conv, name_of(r, val));
+    return;
   }
-  for (int l = w ? 0 : -1; l < w; l++) { /* lane by lane (or once, scalar) */
-    char at[224];
-    const char *idx = operand(r, u->src[1], l);
-    if (u->narg) snprintf(at, sizeof at, "%s+%d", idx, l), idx = at;
-    if (u->nsrc > 3) sb_printf(&r->out, "if (%s) ", operand(r, u->src[3], l));
-    sb_printf(&r->out, "%s[%s] = %s(%s);%s", g, idx, conv, operand(r, val, l), l + 1 < w ? " " : "\n");
-  }
+  bool lane_gate = u->nsrc > 3 && u->src[3]->vcount;
+  if (lane_gate) sb_printf(&r->out, "if (!__builtin_memcmp(&%s, tg_ones, %d)) ", name_of(r, u->src[3]), w);
+  else if (u->nsrc > 3) sb_printf(&r->out, "if (%s) ", name_of(r, u->src[3]));
+  sb_printf(&r->out, "*(%s *)(%s + %s) = %s;\n", vtype(r, dt, w, u->arg[1] ? V_ALIGNED : V_UNALIGNED), g, idx, name_of(r, val));
+  if (!lane_gate) return;
+  indent(r);
+  sb_printf(&r->out, "else {");
+  for (int l = 0; l < w; l++)
+    sb_printf(&r->out, " if (%s[%d]) %s[%s+%d] = %s(%s[%d]);", name_of(r, u->src[3]), l, g, idx, l, conv, name_of(r, val), l);
+  sb_printf(&r->out, " }\n");
 }
 
 /* ---------------------------------------------------------------- reductions */
@@ -502,14 +504,7 @@ static const char *reduce_identity(const renderer *r, uop *u, char *buf, size_t 
   }
 }
 
-/* Lanes of a REDUCE's accumulator: its value's, or the lane count when it reduces lanes. */
-static int acc_lanes(renderer *r, uop *u) {
-  for (int i = reduce_nbody(u); i < u->nsrc; i++)
-    if (is_lane_range(u->src[i])) return (int)uop_const_ivalue(u->src[i]->src[0]);
-  return lanes_of(r, u);
-}
-
-/* "a OP b" for one lane (or a scalar). */
+/* "a OP b" for a scalar accumulator. */
 static void combine(strbuf *e, uop *u, const char *a, const char *b) {
   tg_dtype dt = u->dtype;
   if (u->arg[0] == OP_MAX && dtype_is_float(dt)) sb_printf(e, "((%s>%s||%s!=%s)?%s:%s)", a, b, a, a, a, b);
@@ -519,7 +514,7 @@ static void combine(strbuf *e, uop *u, const char *a, const char *b) {
 
 static void render_acc_init(renderer *r, uop *u) {
   char buf[64];
-  int w = acc_lanes(r, u);
+  int w = u->vcount;
   const char *id = reduce_identity(r, u, buf, sizeof buf);
   indent(r);
   if (!w) { sb_printf(&r->out, "%s %s = %s;\n", ctype(u->dtype), name_of(r, u), id); return; }
@@ -528,58 +523,26 @@ static void render_acc_init(renderer *r, uop *u) {
   sb_printf(&r->out, "};\n");
 }
 
+/* acc = acc OP body for each body (vector accumulators: reduce_vector_form). */
 static void render_acc_update(renderer *r, uop *u) {
-  int w = acc_lanes(r, u);
+  int w = u->vcount;
   const char *acc = name_of(r, u);
   for (int i = 0; i < reduce_nbody(u); i++) {
-    uop *body = u->src[i];
+    const char *body = name_of(r, u->src[i]);
     strbuf e = {0};
     indent(r);
     if (!w) {
-      combine(&e, u, acc, name_of(r, body));
+      combine(&e, u, acc, body);
       sb_printf(&r->out, "%s = %s;\n", acc, e.s);
-    } else if (fast_dtype(u->dtype) && u->arg[0] != OP_MAX && body->dtype == u->dtype) {
-      sb_printf(&r->out, "%s = %s %c %s;\n", acc, acc, u->arg[0] == OP_ADD ? '+' : '*', name_of(r, body));
-    } else if (u->arg[0] == OP_MAX && (u->dtype == TG_FLOAT32 || u->dtype == TG_FLOAT64) && body->dtype == u->dtype) {
+    } else if (u->arg[0] != OP_MAX) {
+      sb_printf(&r->out, "%s = %s %c %s;\n", acc, acc, u->arg[0] == OP_ADD ? '+' : '*', body);
+    } else {
       const char *vt = vtype(r, u->dtype, w, V_VALUE), *it = mask_type(r, u->dtype, w);
       sb_printf(&r->out, "{%s b_ = %s; %s m_ = (%s > b_) | (%s != %s); %s = (%s)((m_ & (%s)%s) | (~m_ & (%s)b_));}\n", vt,
-                as_vector(r, body, u->dtype, w), it, acc, acc, acc, acc, vt, it, acc, it);
-    } else { /* lane by lane */
-      sb_printf(&r->out, "%s = (%s){", acc, vtype(r, u->dtype, w, V_VALUE));
-      for (int l = 0; l < w; l++) {
-        char al[160];
-        snprintf(al, sizeof al, "%s[%d]", acc, l);
-        strbuf one = {0};
-        combine(&one, u, al, operand(r, body, l));
-        sb_printf(&r->out, "%s%s", l ? ", " : "", one.s);
-        sb_free(&one);
-      }
-      sb_printf(&r->out, "};\n");
+                body, it, acc, acc, acc, acc, vt, it, acc, it);
     }
     sb_free(&e);
   }
-}
-
-/* A reduction over lanes ends with a horizontal combine into a scalar (of the first arg[2]
- * lanes when the rest are padding). */
-static void render_acc_final(renderer *r, uop *u) {
-  int w = acc_lanes(r, u);
-  if (!w || lanes_of(r, u)) return;
-  if (u->narg > 2 && u->arg[2] > 0 && u->arg[2] < w) w = (int)u->arg[2];
-  char acc[64], name[32], al[96];
-  snprintf(acc, sizeof acc, "%s", name_of(r, u));
-  snprintf(name, sizeof name, "v%d", r->nvars++);
-  indent(r);
-  sb_printf(&r->out, "%s %s = %s[0];", ctype(u->dtype), name, acc);
-  for (int l = 1; l < w; l++) {
-    strbuf e = {0};
-    snprintf(al, sizeof al, "%s[%d]", acc, l);
-    combine(&e, u, name, al);
-    sb_printf(&r->out, " %s = %s;", name, e.s);
-    sb_free(&e);
-  }
-  sb_printf(&r->out, "\n");
-  rename_node(r, u, name);
 }
 
 /* On a GPU an output loop is not a loop: its index is a digit of the work-item's (the index of
@@ -635,7 +598,7 @@ static void render_op(renderer *r, const lin_op *o) {
       break;
     case L_ACC_INIT: render_acc_init(r, u); break;
     case L_ACC_UPDATE: render_acc_update(r, u); break;
-    case L_ACC_FINAL: render_acc_final(r, u); break;
+    case L_ACC_FINAL: break; /* the accumulator is the value */
     case L_STORE: render_store(r, u); break;
     case L_VALUE: render_value(r, u); break;
   }
@@ -724,7 +687,6 @@ static char *render_flavor(const flavor *fl, const lin_program *progs, int n, co
   render_typedefs(&r, &src);
   sb_printf(&src, "%s", body.s ? body.s : "");
   sb_free(&body);
-  ptrmap_free(&r.lanes);
   if (!ok) sb_free(&src), tg_set_error(TG_ERR_COMPILE, "render: an output loop of %s has no constant size", names[0]);
   return src.s;
 }

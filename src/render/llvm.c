@@ -4,8 +4,8 @@
  * The same programs, signature and semantics as render/c.c: one function per program,
  * void name(void **args, long long tg_start, long long tg_end), which loads the buffer
  * pointers and calls name.body, whose pointer parameters are noalias (C's restrict). A node
- * that depends on the lane range is one LLVM vector (<16 x float>); every op works on vectors
- * natively, so nothing goes lane by lane except integer pow. Gathers, scatters and masked or
+ * that is a vector (vcount w, vectorize.c) is one LLVM vector (<16 x float>); every op works on
+ * vectors natively, so devectorize splits only integer pow (llvm_vector_forms). Gathers, scatters and masked or
  * bounds-checked vector accesses are the llvm.masked.* intrinsics. Loop variables are phis;
  * accumulators are allocas that the optimizer's SROA turns into registers.
  *
@@ -34,7 +34,6 @@ typedef struct lr {
   VEC(char *) strs;     /* spellings owned until the function is done */
   ptrmap names;         /* uop → its current value's name or constant spelling */
   ptrmap accs;          /* REDUCE → its accumulator's alloca */
-  ptrmap lanes;         /* uop_lanes memo */
   VEC(int) loops;       /* open loops (ids) */
   int ntmp, nlabels, naccs;
   const char *cur;      /* the current block's label */
@@ -132,8 +131,9 @@ static const char *mangle(lr *r, const char *elem, int w) { return w ? sf(r, "v%
 
 static bool is_float(tg_dtype dt) { return dtype_is_float(dt); }
 static bool is_unsigned(tg_dtype dt) { return dtype_is_unsigned(dt) || dt == TG_BOOL; }
-static int lanes_of(lr *r, uop *u) { return uop_lanes(&r->lanes, u); }
-static bool is_lane_range(const uop *u) { return u->op == OP_RANGE && u->arg[1] == RANGE_LANE; }
+/* Every vector op has a form but integer pow (a call per lane). */
+static bool llvm_vector_ok(const uop *u) { return !(u->op == OP_POW && !is_float((tg_dtype)u->dtype)); }
+const vector_forms llvm_vector_forms = {llvm_vector_ok};
 
 /* ---------------------------------------------------------------- constants */
 
@@ -182,7 +182,7 @@ static const char *const_spell(lr *r, uop *c) {
 
 /* ---------------------------------------------------------------- operands */
 
-/* The lane range's value: <i64 0, i64 1, ..., i64 w-1>. */
+/* The lanes' numbers: <i64 0, i64 1, ..., i64 w-1>. */
 static const char *lane_numbers(lr *r, int w) {
   strbuf b = {0};
   sb_printf(&b, "<");
@@ -200,16 +200,16 @@ static const char *bcast(lr *r, tg_dtype dt, int w, const char *s) {
   return ins(r, "shufflevector %s %s, %s undef, <%d x i32> zeroinitializer", vt, one, vt, w);
 }
 
-/* Source s as a value of w lanes (0: scalar), in its own dtype. */
+/* Source s as a value of w lanes (0: scalar), in its own dtype: a scalar mask or condition
+ * of a vector op is broadcast (the masked intrinsics take a mask per lane). */
 static const char *opnd(lr *r, uop *s, int w) {
   if (s->op == OP_CONST) return splat(r, s->dtype, w, const_spell(r, s));
-  if (is_lane_range(s)) return lane_numbers(r, (int)uop_const_ivalue(s->src[0]));
   const char *name = ptrmap_get(&r->names, s);
   if (!name) {
     r->err = tg_set_error(TG_ERR_COMPILE, "LLVM renderer: %s used before it is defined", uop_ops[s->op].name);
     return "undef";
   }
-  return w && !lanes_of(r, s) ? bcast(r, s->dtype, w, name) : name;
+  return w && !s->vcount ? bcast(r, s->dtype, w, name) : name;
 }
 
 /* An intrinsic call on one or two values of type t (mangled m). */
@@ -403,13 +403,7 @@ static const char *emit_pow(lr *r, const alu_in *a) {
     return call2(r, "pow", t, mangle(r, reg_mangle[a->sdt], a->w), a->o[0], a->o[1]);
   }
   r->uses_ipow = true;
-  if (!a->w) return ipow_one(r, a, a->o[0], a->o[1]);
-  const char *t = ty(r, a->sdt, a->w), *v = "undef";
-  for (int l = 0; l < a->w; l++) {
-    const char *x = ins(r, "extractelement %s %s, i32 %d", t, a->o[0], l), *y = ins(r, "extractelement %s %s, i32 %d", t, a->o[1], l);
-    v = ins(r, "insertelement %s %s, %s %s, i32 %d", t, v, reg_elem[a->sdt], ipow_one(r, a, x, y), l);
-  }
-  return v;
+  return ipow_one(r, a, a->o[0], a->o[1]); /* scalar: devectorize splits vectors */
 }
 
 static const char *emit_neg(lr *r, const alu_in *a) {
@@ -610,7 +604,7 @@ static const char *vector_load(lr *r, uop *u, int w) {
   int size = (int)tg_dtype_size(dt), align = u->arg[1] ? w * size : size;
   const char *vt = mty(r, dt, w), *base = opnd(r, u->src[1], 0);
   bool checked = u->narg > 2 && u->arg[2];
-  if (!checked || ((!m || !lanes_of(r, m)) && w * size <= BUFFER_SLACK)) {
+  if (!checked || ((!m || !m->vcount) && w * size <= BUFFER_SLACK)) {
     const char *mv = m ? opnd(r, m, 0) : NULL;
     if (m) base = ins(r, "select i1 %s, i64 %s, i64 0", mv, base);
     const char *v = ins(r, "load %s, %s* %s, align %d", vt, vt, elem_ptr(r, g, base, w), align);
@@ -649,7 +643,7 @@ static void close_gate(lr *r, int id) {
 static void render_store(lr *r, uop *u) {
   uop *g = u->src[0], *gate = u->nsrc > 3 ? u->src[3] : NULL;
   tg_dtype dt = u->src[2]->dtype;
-  int w = lanes_of(r, u), size = (int)tg_dtype_size(dt);
+  int w = u->vcount, size = (int)tg_dtype_size(dt);
   const char *v = to_memory(r, dt, w, opnd(r, u->src[2], w)), *vt = mty(r, dt, w), *mm = mangle(r, mem_mangle[dt], w);
   if (u->narg && u->narg > 2 && u->arg[2]) { /* a gate per lane */
     declare(r, sf(r, "declare void @llvm.masked.store.%s.p0%s(%s, %s*, i32, <%d x i1>)", mm, mm, vt, vt, w));
@@ -673,13 +667,6 @@ static void render_store(lr *r, uop *u) {
 
 /* ---------------------------------------------------------------- reductions */
 
-/* Lanes of a REDUCE's accumulator: its value's, or the lane count when it reduces lanes. */
-static int acc_lanes(lr *r, uop *u) {
-  for (int i = reduce_nbody(u); i < u->nsrc; i++)
-    if (is_lane_range(u->src[i])) return (int)uop_const_ivalue(u->src[i]->src[0]);
-  return lanes_of(r, u);
-}
-
 static const char *identity(lr *r, uop *u, int w) {
   tg_dtype dt = u->dtype;
   switch (u->arg[0]) {
@@ -698,7 +685,7 @@ static const char *combine(lr *r, uop *u, int w, const char *acc, const char *bo
 }
 
 static void render_acc_init(lr *r, uop *u) {
-  int w = acc_lanes(r, u);
+  int w = u->vcount;
   const char *t = ty(r, u->dtype, w), *acc = sf(r, "%%acc%d", r->naccs++);
   sb_printf(&r->allocas, "  %s = alloca %s\n", acc, t);
   line(r, "store %s %s, %s* %s", t, identity(r, u, w), t, acc);
@@ -706,7 +693,7 @@ static void render_acc_init(lr *r, uop *u) {
 }
 
 static void render_acc_update(lr *r, uop *u) {
-  int w = acc_lanes(r, u);
+  int w = u->vcount;
   const char *t = ty(r, u->dtype, w), *acc = ptrmap_get(&r->accs, u);
   for (int i = 0; i < reduce_nbody(u); i++) {
     const char *cur = ins(r, "load %s, %s* %s", t, t, acc);
@@ -714,18 +701,10 @@ static void render_acc_update(lr *r, uop *u) {
   }
 }
 
-/* The reduction's value; one over lanes ends with a combine of the lanes, in order (of the
- * first arg[2] when the rest are padding). */
+/* The reduction's value: its accumulator's. */
 static void render_acc_final(lr *r, uop *u) {
-  int w = acc_lanes(r, u);
-  const char *t = ty(r, u->dtype, w), *v = ins(r, "load %s, %s* %s", t, t, (const char *)ptrmap_get(&r->accs, u));
-  if (w && !lanes_of(r, u)) {
-    int n = u->narg > 2 && u->arg[2] > 0 && u->arg[2] < w ? (int)u->arg[2] : w;
-    const char *s = ins(r, "extractelement %s %s, i32 0", t, v);
-    for (int l = 1; l < n; l++) s = combine(r, u, 0, s, ins(r, "extractelement %s %s, i32 %d", t, v, l));
-    v = s;
-  }
-  ptrmap_put(&r->names, u, (void *)v);
+  const char *t = ty(r, u->dtype, u->vcount);
+  ptrmap_put(&r->names, u, (void *)ins(r, "load %s, %s* %s", t, t, (const char *)ptrmap_get(&r->accs, u)));
 }
 
 /* ---------------------------------------------------------------- loops and ops */
@@ -767,9 +746,21 @@ static void render_end(lr *r, uop *u) {
   label(r, sf(r, "L%d.exit", id));
 }
 
+/* VECTORIZE: one scalar broadcast, or the lanes inserted in order. */
+static const char *render_vectorize(lr *r, uop *u, int w) {
+  if (u->nsrc == 1) return opnd(r, u->src[0], w);
+  const char *t = ty(r, u->dtype, w), *v = "undef";
+  for (int l = 0; l < u->nsrc; l++) v = ins(r, "insertelement %s %s, %s %s, i32 %d", t, v, reg_elem[u->dtype], opnd(r, u->src[l], 0), l);
+  return v;
+}
+
 static void render_value(lr *r, uop *u) {
-  int w = lanes_of(r, u);
-  const char *v = u->op == OP_LOAD ? render_load(r, u, w) : uop_is_alu(u) ? render_alu(r, u, w) : NULL;
+  int w = u->vcount;
+  const char *v = u->op == OP_LOAD ? render_load(r, u, w)
+                  : uop_is_alu(u) ? render_alu(r, u, w)
+                  : u->op == OP_VECTORIZE ? render_vectorize(r, u, w)
+                  : u->op == OP_GEP ? ins(r, "extractelement %s %s, i32 %lld", ty(r, u->dtype, u->src[0]->vcount), opnd(r, u->src[0], 0), (long long)u->arg[0])
+                  : NULL;
   if (!v) { r->err = tg_set_error(TG_ERR_COMPILE, "LLVM renderer: cannot render %s", uop_ops[u->op].name); return; }
   ptrmap_put(&r->names, u, (void *)v);
 }
@@ -847,7 +838,6 @@ char *render_llvm(const lin_program *progs, int n, const char *const *names) {
    * ldexp call and breaks the module; kernels need no library-call rewrites */
   sb_printf(&src, "attributes #0 = { nounwind \"no-builtins\" }\n");
   VEC_FREE(r.decls), VEC_FREE(r.strs), VEC_FREE(r.loops);
-  ptrmap_free(&r.lanes);
   if (r.err) {
     if (r.err == TG_ERR_NOMEM) tg_set_error(TG_ERR_NOMEM, "LLVM renderer: out of memory");
     sb_free(&src);

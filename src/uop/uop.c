@@ -34,17 +34,17 @@ uint64_t uop_alive_count(void) {
   return n;
 }
 
-static uint64_t content_hash(uop_op op, tg_dtype dt, uop *const *src, int nsrc, const int64_t *arg,
+static uint64_t content_hash(uop_op op, tg_dtype dt, int vc, uop *const *src, int nsrc, const int64_t *arg,
                              int narg) {
-  uint64_t h = hash_mix((uint64_t)op * 131u + (uint64_t)dt, (uint64_t)nsrc * 977u + (uint64_t)narg);
+  uint64_t h = hash_mix((uint64_t)op * 131u + (uint64_t)dt + ((uint64_t)vc << 24), (uint64_t)nsrc * 977u + (uint64_t)narg);
   for (int i = 0; i < nsrc; i++) h = hash_mix(h, src[i]->hash);
   for (int i = 0; i < narg; i++) h = hash_mix(h, (uint64_t)arg[i]);
   return h;
 }
 
-static bool same_content(const uop *u, uop_op op, tg_dtype dt, uop *const *src, int nsrc,
+static bool same_content(const uop *u, uop_op op, tg_dtype dt, int vc, uop *const *src, int nsrc,
                          const int64_t *arg, int narg) {
-  if (u->op != op || u->dtype != dt || u->nsrc != nsrc || u->narg != narg) return false;
+  if (u->op != op || u->dtype != dt || u->vcount != vc || u->nsrc != nsrc || u->narg != narg) return false;
   for (int i = 0; i < nsrc; i++)
     if (u->src[i] != src[i]) return false;
   return narg == 0 || memcmp(u->arg, arg, (size_t)narg * sizeof *arg) == 0;
@@ -160,12 +160,12 @@ static int shape_rank(uop_op op, uop *const *src, int nsrc, int narg);
 static void fill_shape(uop *u);
 
 /* A new node, complete (shape included) before any other thread can see it. */
-static uop *make_node(uint64_t h, uop_op op, tg_dtype dt, uop *const *src, int nsrc, const int64_t *arg, int narg) {
+static uop *make_node(uint64_t h, uop_op op, tg_dtype dt, int vc, uop *const *src, int nsrc, const int64_t *arg, int narg) {
   int nd = shape_rank(op, src, nsrc, narg);
   size_t bytes = sizeof(uop) + (size_t)nsrc * sizeof(uop *) + (size_t)(narg + (nd > 0 ? nd : 0)) * sizeof(int64_t);
   uop *u = calloc(1, bytes);
   if (!u) return NULL;
-  u->op = (uint16_t)op, u->dtype = (uint8_t)dt, u->hash = h;
+  u->op = (uint16_t)op, u->dtype = (uint8_t)dt, u->vcount = (uint8_t)vc, u->hash = h;
   u->nsrc = nsrc, u->narg = narg, u->ndim = nd;
   u->src = (uop **)(u + 1);
   u->arg = (int64_t *)(u->src + nsrc);
@@ -183,14 +183,19 @@ static uop *make_node(uint64_t h, uop_op op, tg_dtype dt, uop *const *src, int n
 }
 
 uop *uop_new(uop_op op, tg_dtype dt, uop *const *src, int nsrc, const int64_t *arg, int narg) {
+  return uop_new_vec(op, dt, 0, src, nsrc, arg, narg);
+}
+
+uop *uop_new_vec(uop_op op, tg_dtype dt, int vc, uop *const *src, int nsrc, const int64_t *arg, int narg) {
   for (int i = 0; i < nsrc; i++)
     if (!src[i]) return NULL;
-  uint64_t h = content_hash(op, dt, src, nsrc, arg, narg);
+  if (vc < 0 || vc > 255) return NULL;
+  uint64_t h = content_hash(op, dt, vc, src, nsrc, arg, narg);
   uop *u = NULL;
   pthread_mutex_lock(&table.lock);
   for (uop *c = table.cap ? table.slots[(size_t)h & (table.cap - 1)] : NULL; c && !u; c = c->next)
-    if (c->hash == h && same_content(c, op, dt, src, nsrc, arg, narg) && ref_unless_dying(c)) u = c;
-  if (!u && (table.count + 1 <= table.cap || table_grow() == 0) && (u = make_node(h, op, dt, src, nsrc, arg, narg))) {
+    if (c->hash == h && same_content(c, op, dt, vc, src, nsrc, arg, narg) && ref_unless_dying(c)) u = c;
+  if (!u && (table.count + 1 <= table.cap || table_grow() == 0) && (u = make_node(h, op, dt, vc, src, nsrc, arg, narg))) {
     size_t j = (size_t)h & (table.cap - 1);
     u->next = table.slots[j];
     table.slots[j] = u;
@@ -210,7 +215,7 @@ uop *uop_new3(uop_op op, tg_dtype dt, uop *a, uop *b, uop *c) {
   return uop_new(op, dt, s, 3, NULL, 0);
 }
 uop *uop_replace_src(uop *u, uop *const *src, int nsrc) {
-  return uop_new(u->op, u->dtype, src, nsrc, u->arg, u->narg);
+  return uop_new_vec(u->op, u->dtype, u->vcount, src, nsrc, u->arg, u->narg);
 }
 
 /* ---------------------------------------------------------------- constants */
@@ -375,7 +380,7 @@ int uop_serialize(uop *root, int64_t **out) {
   for (int i = 0; i < n && !rc; i++) {
     uop *u = order[i];
     rc |= ptrmap_put(&ids, u, (void *)(intptr_t)(i + 1));
-    rc |= VEC_PUSH(w, ((int64_t)u->op << 40) | ((int64_t)u->dtype << 32) | u->nsrc);
+    rc |= VEC_PUSH(w, ((int64_t)u->vcount << 48) | ((int64_t)u->op << 40) | ((int64_t)u->dtype << 32) | u->nsrc);
     rc |= VEC_PUSH(w, u->narg);
     for (int j = 0; j < u->nsrc && !rc; j++) rc |= VEC_PUSH(w, (intptr_t)ptrmap_get(&ids, u->src[j]));
     for (int j = 0; j < u->narg && !rc; j++) rc |= VEC_PUSH(w, u->arg[j]);
@@ -395,7 +400,9 @@ void uop_print(uop *root, FILE *f) {
   for (int i = 0; i < n; i++) {
     uop *u = order[i];
     ptrmap_put(&ids, u, (void *)(intptr_t)(i + 1));
-    fprintf(f, "  %3d %-13s %-8s src=[", i, uop_ops[u->op].name, tg_dtype_name(u->dtype));
+    char dt[24];
+    snprintf(dt, sizeof dt, u->vcount ? "%s.vec(%d)" : "%s", tg_dtype_name(u->dtype), u->vcount);
+    fprintf(f, "  %3d %-13s %-8s src=[", i, uop_ops[u->op].name, dt);
     for (int j = 0; j < u->nsrc; j++)
       fprintf(f, j ? ",%d" : "%d", (int)(intptr_t)ptrmap_get(&ids, u->src[j]) - 1);
     fprintf(f, "] arg=[");

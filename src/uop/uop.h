@@ -56,6 +56,9 @@
   X(INDEX, -1, UOP_FLAG_KERNEL) X(DEFINE_GLOBAL, 0, UOP_FLAG_KERNEL)            \
   X(RANGE, 1, UOP_FLAG_KERNEL) X(LOAD, -1, UOP_FLAG_KERNEL)                     \
   X(STORE, -1, UOP_FLAG_KERNEL) X(REDUCE, -1, UOP_FLAG_KERNEL)                   \
+  /* vectors (codegen/vectorize.c): VECTORIZE(x0..xw-1) builds a vector of w lanes, or of one \
+   * source broadcast to vcount lanes; GEP(v) is lane arg[0] of v */              \
+  X(VECTORIZE, -1, UOP_FLAG_KERNEL) X(GEP, 1, UOP_FLAG_KERNEL)                  \
   X(SINK, -1, UOP_FLAG_TENSOR | UOP_FLAG_KERNEL)
 
 typedef enum uop_op {
@@ -89,6 +92,8 @@ struct uop {
   int64_t *shape;     /* tensor shape (ndim entries, in the node's own allocation) */
   uop *next;          /* intern chain (after death: the list of nodes being freed) */
   uint8_t device;     /* where its value lives: DEVICE_NONE, a device index + 1, DEVICE_MIXED */
+  uint8_t vcount;     /* vector lanes of a kernel value (0: a scalar), like tinygrad's dtype.vec(n):
+                         set by codegen's vectorize pass, part of the node's identity */
   _Atomic(uop *) realized; /* BUFFER this expression was realized into (strong ref, set once) */
   _Atomic uint32_t handles; /* tensor handles whose value this node is (tensor_set_value): the
                                scheduler keeps the buffer of a root someone can still read */
@@ -102,10 +107,12 @@ static inline bool uop_is_movement(const uop *u) { return uop_flags(u) & UOP_FLA
 
 /* Build (or find) a node. Sources are borrowed; the result's reference belongs to the pool. */
 uop *uop_new(uop_op op, tg_dtype dtype, uop *const *src, int nsrc, const int64_t *arg, int narg);
+/* The same for a vector of vcount lanes of dtype (0: a scalar; at most 255). */
+uop *uop_new_vec(uop_op op, tg_dtype dtype, int vcount, uop *const *src, int nsrc, const int64_t *arg, int narg);
 uop *uop_new1(uop_op op, tg_dtype dtype, uop *a);
 uop *uop_new2(uop_op op, tg_dtype dtype, uop *a, uop *b);
 uop *uop_new3(uop_op op, tg_dtype dtype, uop *a, uop *b, uop *c);
-/* A copy of u with other sources (same op, dtype, arg). */
+/* A copy of u with other sources (same op, dtype, vcount, arg). */
 uop *uop_replace_src(uop *u, uop *const *src, int nsrc);
 
 void uop_incref(uop *u);
