@@ -335,7 +335,8 @@ typedef struct tg_kv_cache {
 } tg_kv_cache;
 int tg_kv_cache_init(tg_kv_cache *c, int64_t batch, int64_t heads, int64_t max_len, int64_t head_dim, tg_dtype dtype);
 /** Write k and v (B, H, T, D) at positions [len, len + T) of the buffers (realized now) and
- *  advance len by T. An error if they do not fit. */
+ *  advance len by T. An error if they do not fit. The position is a kernel argument: one
+ *  compiled kernel serves every position. */
 int tg_kv_cache_append(tg_kv_cache *c, tg_tensor *k, tg_tensor *v);
 void tg_kv_cache_free(tg_kv_cache *c);
 /** Attention of q with keys k and values v, all (B, H, T, D). cache NULL: plain

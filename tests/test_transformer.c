@@ -193,3 +193,46 @@ TEST(transformer_sample_counts) {
   tg_scope_end(s);
   free(rows), free(pick);
 }
+
+/* Decoding one position at a time: the start position is a kernel argument, so after the
+ * first two steps no kernel is compiled, the graph does not grow, and each step's output is
+ * attention over everything so far (checked against a naive loop on the host). */
+TEST(transformer_kv_cache_decode_compiles_once) {
+  enum { STEPS = 24, D = 4 };
+  static float keys[STEPS][D], vals[STEPS][D];
+  tg_kv_cache c;
+  CHECK(tg_kv_cache_init(&c, 1, 1, STEPS, D, TG_FLOAT32) == 0);
+  uint64_t compiled_after_two = 0, uops_after_two = 0;
+  int bad = 0;
+  for (int step = 0; step < STEPS; step++) {
+    float q[D];
+    for (int d = 0; d < D; d++) /* distinct values per step and lane */
+      q[d] = sinf(0.7f * (float)(step * D + d)), keys[step][d] = cosf(0.3f * (float)(step + d)), vals[step][d] = (float)(step - d);
+    tg_scope *s = tg_scope_begin();
+    const int64_t shape[4] = {1, 1, 1, D};
+    float out[D];
+    tg_tensor *y = tg_attention(f32(q, shape, 4), f32(keys[step], shape, 4), f32(vals[step], shape, 4), &c, true);
+    CHECK(y && tg_to_host(y, out, sizeof out) == 0);
+    tg_scope_end(s);
+    double w[STEPS], total = 0, mx = -INFINITY; /* softmax over keys 0..step */
+    for (int j = 0; j <= step; j++) {
+      w[j] = 0;
+      for (int d = 0; d < D; d++) w[j] += (double)q[d] * keys[j][d] / 2.0; /* sqrt(D) = 2 */
+      if (w[j] > mx) mx = w[j];
+    }
+    for (int j = 0; j <= step; j++) total += w[j] = exp(w[j] - mx);
+    for (int d = 0; d < D; d++) {
+      double want = 0;
+      for (int j = 0; j <= step; j++) want += w[j] / total * vals[j][d];
+      if (fabs(out[d] - want) > 1e-5 * (1 + fabs(want)) && bad++ == 0) printf("  step %d lane %d: %g, want %g\n", step, d, out[d], want);
+    }
+    tg_stats st = tg_get_stats();
+    if (step == 1) compiled_after_two = st.kernels_compiled, uops_after_two = st.uops_alive;
+  }
+  tg_stats st = tg_get_stats();
+  CHECK(bad == 0);
+  CHECK(c.len == STEPS);
+  CHECK(st.kernels_compiled == compiled_after_two);
+  CHECK(st.uops_alive <= uops_after_two);
+  tg_kv_cache_free(&c);
+}

@@ -129,13 +129,38 @@ static bool kv_fits(const char *op, const tg_kv_cache *c, tg_tensor *t) {
   return true;
 }
 
-/* dst = new at positions [p, p + T) of axis 2, dst elsewhere (an in-place write). */
-static int write_positions(tg_tensor *dst, tg_tensor *t, int64_t p) {
-  int64_t n = tg_dim(t, 2), m = tg_dim(dst, 2), col[2] = {m, 1};
-  int64_t before[4] = {0, 0, p, 0}, after[4] = {0, 0, m - p - n, 0};
-  tg_tensor *pos = tg_reshape(tg_arange(0, (double)m, 1, TG_INT32), col, 2);
-  tg_tensor *in = tg_logical_and(tg_ge(pos, tg_scalar((double)p, TG_INT32)), tg_lt(pos, tg_scalar((double)(p + n), TG_INT32)));
-  return tg_assign(dst, tg_where(in, tg_pad(tg_cast(t, tg_get_dtype(dst)), before, after, 0), dst));
+/* The start position enters every graph as a scalar argument (tg_scalar: a kernel argument,
+ * not a constant), and nothing's shape depends on it, so one compiled kernel serves every
+ * position: the cache's whole length is always used, masked past the filled part. */
+
+/* The cache with t (B, H, T, D) written at positions [p, p + T) of axis 2: t's rows gathered
+ * by position (an index_select over T, whose gradient reaches t), the cache elsewhere. */
+static tg_tensor *placed(tg_tensor *cache, tg_tensor *t, int64_t p) {
+  int64_t m = tg_dim(cache, 2), col[2] = {m, 1};
+  tg_tensor *rel = tg_sub(tg_arange(0, (double)m, 1, TG_INT32), tg_scalar((double)p, TG_INT32));
+  tg_tensor *in = tg_logical_and(tg_ge(rel, tg_zeros_like(rel)), tg_lt(rel, tg_scalar((double)tg_dim(t, 2), TG_INT32)));
+  tg_tensor *rows = tg_index_select(tg_cast(t, tg_get_dtype(cache)), 2, tg_where(in, rel, tg_zeros_like(rel)));
+  return tg_where(tg_reshape(in, col, 2), rows, cache);
+}
+
+/* keep[t, j] for queries at positions p .. p+T-1 over the cache's m positions: j <= p + t
+ * (causal) or j < p + T. */
+static tg_tensor *cache_keep(int64_t p, int64_t n, int64_t m, bool causal) {
+  int64_t col[2] = {n, 1}, row[2] = {1, m};
+  tg_tensor *j = tg_reshape(tg_arange(0, (double)m, 1, TG_INT32), row, 2);
+  tg_tensor *last = causal ? tg_reshape(tg_add(tg_arange(0, (double)n, 1, TG_INT32), tg_scalar((double)p, TG_INT32)), col, 2)
+                           : tg_scalar((double)(p + n - 1), TG_INT32);
+  return tg_le(j, last);
+}
+
+/* The cache's buffers become kn, vn (in place), realized now. */
+static int store(tg_kv_cache *c, tg_tensor *kn, tg_tensor *vn, int64_t n) {
+  int rc = tg_assign(c->k, kn);
+  if (rc >= 0) rc = tg_assign(c->v, vn);
+  if (rc >= 0) rc = tg_realize(c->k);
+  if (rc >= 0) rc = tg_realize(c->v);
+  if (rc >= 0) c->len += n;
+  return rc;
 }
 
 int tg_kv_cache_append(tg_kv_cache *c, tg_tensor *k, tg_tensor *v) {
@@ -143,29 +168,9 @@ int tg_kv_cache_append(tg_kv_cache *c, tg_tensor *k, tg_tensor *v) {
   if (!kv_fits("kv_cache_append", c, k) || !kv_fits("kv_cache_append", c, v)) return TG_ERR_ARG;
   if (tg_dim(k, 2) != tg_dim(v, 2)) return tg_set_error(TG_ERR_ARG, "kv_cache_append: k and v differ in length");
   tg_scope *s = tg_scope_begin();
-  int rc = write_positions(c->k, tg_detach(k), c->len);
-  if (rc >= 0) rc = write_positions(c->v, tg_detach(v), c->len);
-  if (rc >= 0) rc = tg_realize(c->k);
-  if (rc >= 0) rc = tg_realize(c->v);
+  int rc = store(c, placed(c->k, tg_detach(k), c->len), placed(c->v, tg_detach(v), c->len), tg_dim(k, 2));
   tg_scope_end(s);
-  if (rc < 0) return rc;
-  c->len += tg_dim(k, 2);
-  return 0;
-}
-
-/* keep[t, j] = j <= p + t: query t of the new positions sees every earlier key and itself. */
-static tg_tensor *causal_from(int64_t p, int64_t n) {
-  int64_t col[2] = {n, 1}, row[2] = {1, p + n};
-  tg_tensor *i = tg_reshape(tg_arange((double)p, (double)(p + n), 1, TG_INT32), col, 2);
-  return tg_le(tg_reshape(tg_arange(0, (double)(p + n), 1, TG_INT32), row, 2), i);
-}
-
-/* The cache's first p positions followed by t along axis 2. */
-static tg_tensor *with_past(tg_tensor *cache, tg_tensor *t, int64_t p) {
-  if (!p) return t;
-  int64_t starts[4] = {0, 0, 0, 0}, ends[4] = {tg_dim(cache, 0), tg_dim(cache, 1), p, tg_dim(cache, 3)};
-  tg_tensor *parts[2] = {tg_cast(tg_shrink(cache, starts, ends), tg_get_dtype(t)), t};
-  return tg_cat(parts, 2, 2);
+  return rc;
 }
 
 tg_tensor *tg_attention(tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_kv_cache *cache, bool causal) {
@@ -176,10 +181,10 @@ tg_tensor *tg_attention(tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_kv_cache *c
     return ARG_ERROR("attention: q, k and v must be (B, H, T, D) with one T (q has rank %d)", tg_ndim(q));
   int64_t p = cache->len, n = tg_dim(q, 2);
   tg_scope *s = tg_scope_begin();
-  tg_tensor *mask = causal ? causal_from(p, n) : NULL;
-  tg_tensor *out = tg_scaled_dot_product_attention(q, with_past(cache->k, k, p), with_past(cache->v, v, p), mask, false);
-  if (out && tg_realize(out) < 0) out = NULL; /* reads the cache before the append writes it */
-  if (out && tg_kv_cache_append(cache, k, v) < 0) out = NULL;
+  tg_tensor *kn = placed(cache->k, k, p), *vn = placed(cache->v, v, p);
+  tg_tensor *out = tg_scaled_dot_product_attention(q, kn, vn, cache_keep(p, n, cache->max_len, causal), false);
+  /* out first: it reads the old buffers, which store() then overwrites with kn and vn */
+  if (out && (tg_realize(out) < 0 || store(cache, tg_detach(kn), tg_detach(vn), n) < 0)) out = NULL;
   return finish(s, out);
 }
 
