@@ -6,8 +6,8 @@
  *
  *   exp2(x)  x = q + f with q = rint(x), |f| <= 1/2; 2^f by a polynomial; 2^q built from its
  *            exponent bits. The input is clamped to [lo, hi] first (beyond it the result is
- *            0 or inf anyway); a q past the normal exponents is applied in two steps, so
- *            denormal results round once and 2^128 overflows to inf.
+ *            0 or inf anyway); 2^q is applied in one multiply whose rounding is the only
+ *            one, so denormal results round once and 2^128 overflows to inf.
  *   log2(x)  x = m * 2^e with m in [0.75, 1.5) (e from the exponent bits, denormals scaled by
  *            2^64 first); log2(m) = 2 atanh(y) / ln 2 with y = (m - 1) / (m + 1), odd
  *            polynomial in y.
@@ -36,7 +36,7 @@ typedef struct fparams {
   tg_dtype ft, it;        /* the float type computed in, the integer type of its bits */
   int mant, bias;         /* mantissa bits, exponent bias */
   double exp_lo, exp_hi;  /* exp2 clamps its input to [lo, hi]: beyond, the result is 0 / inf */
-  int tiny_shift;         /* exp2 results below the normal range: 2^-shift applied last */
+  int tiny_shift;         /* exp2 results below the normal range: scaled by 2^-shift first */
   double min_normal;      /* log2 scales inputs below it by 2^64 */
   const double *exp_poly; /* 2^f on [-1/2, 1/2], highest degree first */
   int exp_n;
@@ -56,7 +56,7 @@ static const double log_poly64[] = {0.2211941750456081490e+0, 0.2200768693152277
                                     0.3205977477944495502e+0, 0.4121985945485324709e+0, 0.5770780162997058982e+0,
                                     0.96179669392608091449};
 
-static const fparams params32 = {TG_FLOAT32, TG_INT32, 23, 127, -150, 128, 24, 0x1p-126, exp_poly32, 7,
+static const fparams params32 = {TG_FLOAT32, TG_INT32, 23, 127, -150, 128, 25, 0x1p-126, exp_poly32, 7,
                                  log_poly32, 3, 2.8853900432586669922, 3.2734474483568488616e-08};
 static const fparams params64 = {TG_FLOAT64, TG_INT64, 52, 1023, -1075, 1024, 54, 0x1p-1022, exp_poly64, 12,
                                  log_poly64, 7, 2.885390081777926774, 0};
@@ -89,24 +89,31 @@ static uop *poly(uop *x, const double *c, int n) {
   return u;
 }
 
-/* 2^q for an integral q (a float) in the normal exponent range, from its exponent bits. */
-static uop *pow2_bits(const fparams *p, uop *q) {
-  uop *e = cast(addc(q, p->bias), p->it);
+/* ---------------------------------------------------------------- exp2 */
+
+/* After t = a + magic (which rounds a to the integer q = t - magic), the bits of t are the
+ * bits of magic plus q: 2^(q + k) is then built from t's bits with integer adds and one
+ * multiply (a shift), no float-to-int conversion. */
+static uop *pow2_from_rounded(const fparams *p, uop *t, uop *k) {
+  int64_t magic_bits = p->ft == TG_FLOAT64 ? (int64_t)0x4338000000000000 : 0x4B400000;
+  uop *e = add(sub(bitcast(t, p->it), uop_const_int(p->it, magic_bits - p->bias)), k);
   return bitcast(mul(e, uop_const_int(p->it, (int64_t)1 << p->mant)), p->ft);
 }
 
-/* ---------------------------------------------------------------- exp2 */
-
+/* 2^a = 2^f * 2^q. The scale is 2^(q-1) (normal for every q up to hi) applied to 2u; where
+ * q - 1 is below the normal exponents it is 2^(q-1+shift) applied to u 2^(1-shift). Either
+ * way the last multiply is the only rounding: denormal results round once, 2^hi overflows. */
 static uop *xexp2(const fparams *p, uop *x) {
-  tg_dtype ft = p->ft;
+  tg_dtype ft = p->ft, it = p->it;
+  double magic = ft == TG_FLOAT64 ? 0x1.8p52 : 0x1.8p23;
   uop *nan = is_nan(x), *lo = fc(ft, p->exp_lo), *hi = fc(ft, p->exp_hi);
   uop *a = where(lt(x, lo), lo, x);
   a = where(nan, fc(ft, 0), where(lt(hi, a), hi, a));
-  uop *q = rint_small(a), *u = poly(sub(a, q), p->exp_poly, p->exp_n);
-  uop *big = lt(fc(ft, p->bias), q), *tiny = lt(q, fc(ft, 1 - p->bias));
-  uop *qq = add(q, where(big, fc(ft, -1), where(tiny, fc(ft, p->tiny_shift), fc(ft, 0))));
-  uop *m = where(big, fc(ft, 2), where(tiny, fc(ft, ldexp(1, -p->tiny_shift)), fc(ft, 1)));
-  return where(nan, x, mul(mul(u, pow2_bits(p, qq)), m));
+  uop *t = addc(a, magic), *q = addc(t, -magic), *u = poly(sub(a, q), p->exp_poly, p->exp_n);
+  uop *tiny = lt(q, fc(ft, 2 - p->bias));
+  uop *k = where(tiny, uop_const_int(it, p->tiny_shift - 1), uop_const_int(it, -1));
+  uop *m = where(tiny, fc(ft, ldexp(1, 1 - p->tiny_shift)), fc(ft, 2));
+  return where(nan, x, mul(mul(u, m), pow2_from_rounded(p, t, k)));
 }
 
 /* ---------------------------------------------------------------- log2 */
