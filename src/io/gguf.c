@@ -530,17 +530,30 @@ static tg_tensor *cols(tg_tensor *x, int64_t lo, int64_t hi) {
 /* The float16 at (even) byte `at` of every block, as float32: (nb, 1). */
 static tg_tensor *half_at(tg_tensor *w, int64_t at) { return to_f32(tg_bitcast(cols(w, at / 2, at / 2 + 1), TG_FLOAT16)); }
 
+/* x >> s elementwise, s broadcast to x's shape (counts known to be in range: no guards). */
+static tg_tensor *shr_by(tg_tensor *x, tg_tensor *s) {
+  int64_t shape[8];
+  int nd = tg_shape(x, shape, 8);
+  tg_tensor *se = tg_expand(s, shape, nd);
+  if (!x || !se) return NULL;
+  size_t mark = uop_pool_mark();
+  tg_tensor *r = tensor_wrap(uop_alu(OP_SHR, x->u, se->u));
+  uop_pool_release(mark);
+  return r;
+}
+
+/* The shift of each of n fields of `bits` bits, 0, bits, 2 bits, ..., as a (1, 1, n, 1) index
+ * expression of dtype dt (an arange: no buffer, folded to constants once the axis is unrolled). */
+static tg_tensor *field_shifts(int n, int bits, tg_dtype dt) {
+  return tg_reshape(tg_arange(0, n * bits, bits, dt), (int64_t[]){1, 1, n, 1}, 4);
+}
+
 /* Bit fields of bytes x (nb, groups * len), `bits` wide, lowest first, each field a run of
  * len values: (nb, groups * (8 / bits) * len) uint8 (gguf.quants' `>> [0, 4]`, `>> [0, 2, 4, 6]`). */
 static tg_tensor *fields(tg_tensor *x, int64_t groups, int64_t len, int bits) {
-  int64_t nb = tg_dim(x, 0);
-  int n = 8 / bits;
-  tg_tensor *g = tg_reshape(x, (int64_t[]){nb, groups, 1, len}, 4), *parts[4];
-  for (int i = 0; i < n; i++) {
-    tg_tensor *shifted = i ? alu_k(OP_SHR, g, i * bits) : g;
-    parts[i] = i + 1 < n ? alu_k(OP_AND, shifted, (1 << bits) - 1) : shifted; /* the top field needs no mask */
-  }
-  return reshape2(tg_cat(parts, n, 2), nb, groups * n * len);
+  int64_t nb = tg_dim(x, 0), n = 8 / bits;
+  tg_tensor *g = tg_expand(tg_reshape(x, (int64_t[]){nb, groups, 1, len}, 4), (int64_t[]){nb, groups, n, len}, 4);
+  return reshape2(alu_k(OP_AND, shr_by(g, field_shifts((int)n, bits, TG_UINT8)), (1 << bits) - 1), nb, groups * n * len);
 }
 
 /* Bytes [lo, hi) (both even) of every block as uint8, each repeated rep times:
@@ -549,9 +562,8 @@ static tg_tensor *fields(tg_tensor *x, int64_t groups, int64_t len, int bits) {
  * be stored as a small array first (fusion rule 3), a second kernel and more bytes to read. */
 static tg_tensor *bytes_rep(tg_tensor *w, int64_t lo, int64_t hi, int64_t rep) {
   int64_t nb = tg_dim(w, 0), n = (hi - lo) / 2;
-  tg_tensor *x = tg_expand(tg_reshape(cols(w, lo / 2, hi / 2), (int64_t[]){nb, n, 1, 1}, 4), (int64_t[]){nb, n, 1, rep}, 4);
-  tg_tensor *parts[2] = {tg_cast(x, TG_UINT8), tg_cast(alu_k(OP_SHR, x, 8), TG_UINT8)}; /* little-endian: low byte first */
-  return reshape3(tg_cat(parts, 2, 2), nb, 2 * n, rep);
+  tg_tensor *x = tg_expand(tg_reshape(cols(w, lo / 2, hi / 2), (int64_t[]){nb, n, 1, 1}, 4), (int64_t[]){nb, n, 2, rep}, 4);
+  return reshape3(tg_cast(shr_by(x, field_shifts(2, 8, TG_UINT16)), TG_UINT8), nb, 2 * n, rep); /* low byte first */
 }
 
 static tg_tensor *bytes(tg_tensor *w, int64_t lo, int64_t hi) { return reshape2(bytes_rep(w, lo, hi, 1), tg_dim(w, 0), hi - lo); }
