@@ -68,6 +68,8 @@ static tg_tensor *e_sum_rows(tg_tensor **in) { return tg_sum(in[0], (const int[]
 static tg_tensor *e_sum_cols(tg_tensor **in) { return tg_sum(in[0], (const int[]){0}, 1, false); }
 static tg_tensor *e_sum_all(tg_tensor **in) { return tg_sum(in[0], NULL, 0, false); }
 static tg_tensor *e_softmax(tg_tensor **in) { return tg_softmax(in[0], -1); }
+static tg_tensor *e_exp2(tg_tensor **in) { return tg_exp2(in[0]); }
+static tg_tensor *e_exp(tg_tensor **in) { return tg_exp(in[0]); } /* float32 computed in float64 */
 /* softmax kept in float32 (tg_softmax computes in float64): exp2 on 8 lanes instead of 4 */
 static tg_tensor *e_softmax_f32(tg_tensor **in) {
   int axis = 1;
@@ -217,6 +219,8 @@ static void memory_rows(void) {
   if (wanted("mul")) row("mul 16M floats", e_mul, v, 5, MODE_DEFAULT, "copy GB/s", bw, true);
   if (wanted("relu")) row("relu*0.5 16M floats", e_relu_scale, v, 5, MODE_DEFAULT, "copy GB/s", bw, true);
   if (wanted("sum")) row("sum all 16M floats", e_sum_all, v, 5, MODE_DEFAULT, "copy GB/s", bw, true);
+  if (wanted("softmax")) row("exp2 16M floats", e_exp2, v, 5, MODE_DEFAULT, "copy GB/s", bw, true);
+  if (wanted("softmax")) row("exp 16M floats (in float64)", e_exp, v, 5, MODE_DEFAULT, "copy GB/s", bw, true);
   tg_free(v[0]), tg_free(v[1]);
   tg_tensor *m = random_buffer((int64_t[]){4096, 4096}, 2);
   if (wanted("sum")) row("sum rows 4096x4096 (axis 1)", e_sum_rows, &m, 5, MODE_DEFAULT, "copy GB/s", bw, true);
