@@ -8,7 +8,9 @@
                                     Q6_K (gguf cannot quantize them: random blocks written by the
                                     GGUF spec, with finite float16 scales), each followed by
                                     "<name>.ref", the F32 tensor gguf.quants.dequantize gives
-                                    for it; plus "fuse.q8_0", a (96, 256) Q8_0 weight, and
+                                    for it; "q8_0.special", Q8_0 blocks whose scales are
+                                    +-0, subnormal, the largest half, inf and NaN;
+                                    "fuse.q8_0", a (96, 256) Q8_0 weight, and
                                     "q5_0", a type tg lists but does not load
   tests/fuzz/corpus/gguf/*          small files (under 4 KiB) seeding the fuzz target
 
@@ -90,6 +92,11 @@ def main():
                                ("q4_k", T.Q4_K, (3, 512)), ("q6_k", T.Q6_K, (3, 512))]:
         raw, ref = quantized(rng, qtype, shape)
         tensors += [(name, raw, qtype), (name + ".ref", ref, None)]
+    special = rng.integers(-127, 128, size=(8, 34)).astype(np.int8).view(np.uint8)
+    halves = np.array([0x0000, 0x8000, 0x0001, 0x03FF, 0x0400, 0x7BFF, 0x7C00, 0xFE00], dtype=np.uint16)
+    special[:, 0:2] = halves.view(np.uint8).reshape(8, 2)  # zeros, subnormals, the largest, inf, NaN
+    with np.errstate(invalid="ignore"):
+        tensors += [("q8_0.special", special, T.Q8_0), ("q8_0.special.ref", dequantize(special, T.Q8_0), None)]
     raw, _ = quantized(rng, T.Q8_0, (96, 256))
     tensors.append(("fuse.q8_0", raw, T.Q8_0))
     raw, _ = quantized(rng, T.Q5_0, (2, 64))

@@ -284,6 +284,13 @@ TEST(gguf_q8_0_equals_gguf_dequantize) {
   tg_gguf_close(g);
 }
 
+/* Scales that are +-0, subnormal, the largest half, inf and NaN (bits compared: NaNs too). */
+TEST(gguf_q8_0_special_scales_equal_gguf_dequantize) {
+  tg_gguf *g = tg_gguf_open(TENSORS);
+  check_dequant(g, "q8_0.special", 32, ref_q8_0);
+  tg_gguf_close(g);
+}
+
 TEST(gguf_q4_0_equals_gguf_dequantize) {
   tg_gguf *g = tg_gguf_open(TENSORS);
   check_dequant(g, "q4_0", 32, ref_q4_0);

@@ -527,8 +527,19 @@ static tg_tensor *cols(tg_tensor *x, int64_t lo, int64_t hi) {
   return tg_shrink(x, s, e);
 }
 
-/* The float16 at (even) byte `at` of every block, as float32: (nb, 1). */
-static tg_tensor *half_at(tg_tensor *w, int64_t at) { return to_f32(tg_bitcast(cols(w, at / 2, at / 2 + 1), TG_FLOAT16)); }
+/* The float16 at (even) byte `at` of every block, as float32, repeated rep times: (nb, rep).
+ * Decoded with integer ops rather than a float16 bitcast: the magnitude bits moved into a
+ * float32's place and scaled by 2^112 (exact for normal and subnormal halves), the sign or'ed
+ * in, infinities and NaNs (exponent 31) built directly. */
+static tg_tensor *half_rep(tg_tensor *w, int64_t at, int64_t rep) {
+  int64_t nb = tg_dim(w, 0);
+  tg_tensor *h = tg_cast(tg_expand(cols(w, at / 2, at / 2 + 1), (int64_t[]){nb, rep}, 2), TG_UINT32);
+  tg_tensor *sign = alu_k(OP_SHL, alu_k(OP_AND, h, 0x8000), 16);
+  tg_tensor *mag = tg_bitcast(tg_bitwise_or(alu_k(OP_SHL, alu_k(OP_AND, h, 0x7fff), 13), sign), TG_FLOAT32);
+  tg_tensor *special = tg_bitcast(tg_bitwise_or(alu_k(OP_OR, sign, 0x7f800000), alu_k(OP_SHL, alu_k(OP_AND, h, 0x3ff), 13)), TG_FLOAT32);
+  tg_tensor *exp31 = alu_k(OP_AND, h, 0x7c00);
+  return tg_where(alu_k(OP_CMPEQ, exp31, 0x7c00), special, alu_k(OP_MUL, mag, 0x1p112));
+}
 
 /* x >> s elementwise, s broadcast to x's shape (counts known to be in range: no guards). */
 static tg_tensor *shr_by(tg_tensor *x, tg_tensor *s) {
@@ -571,19 +582,19 @@ static tg_tensor *bytes(tg_tensor *w, int64_t lo, int64_t hi) { return reshape2(
 /* Q8_0: d f16, q[32] int8; x = q * d. */
 static tg_tensor *dq_q8_0(tg_tensor *w, int64_t nb) {
   (void)nb;
-  return tg_mul(to_f32(tg_bitcast(bytes(w, 2, 34), TG_INT8)), half_at(w, 0));
+  return tg_mul(to_f32(tg_bitcast(bytes(w, 2, 34), TG_INT8)), half_rep(w, 0, 32));
 }
 
 /* Q4_0: d f16, qs[16] (low nibbles: values 0-15, high: 16-31); x = d * (q - 8). */
 static tg_tensor *dq_q4_0(tg_tensor *w, int64_t nb) {
   (void)nb;
-  return tg_mul(half_at(w, 0), alu_k(OP_SUB, to_f32(fields(bytes(w, 2, 18), 1, 16, 4)), 8));
+  return tg_mul(half_rep(w, 0, 32), alu_k(OP_SUB, to_f32(fields(bytes(w, 2, 18), 1, 16, 4)), 8));
 }
 
 /* Q4_1: d f16, m f16, qs[16]; x = d * q + m. */
 static tg_tensor *dq_q4_1(tg_tensor *w, int64_t nb) {
   (void)nb;
-  return tg_add(tg_mul(half_at(w, 0), to_f32(fields(bytes(w, 4, 20), 1, 16, 4))), half_at(w, 2));
+  return tg_add(tg_mul(half_rep(w, 0, 32), to_f32(fields(bytes(w, 4, 20), 1, 16, 4))), half_rep(w, 2, 32));
 }
 
 /* Q4_K: d f16, dmin f16, 12 bytes a[4] b[4] c[4] of eight 6-bit scales and mins, qs[128]
@@ -596,8 +607,8 @@ static tg_tensor *dq_q4_k(tg_tensor *w, int64_t nb) {
   tg_tensor *mn_hi = tg_bitwise_or(alu_k(OP_SHR, c, 4), alu_k(OP_SHL, alu_k(OP_SHR, b, 6), 4));
   tg_tensor *sc = tg_cat((tg_tensor *[]){alu_k(OP_AND, a, 63), sc_hi}, 2, 1); /* (nb, 8, 32) */
   tg_tensor *mn = tg_cat((tg_tensor *[]){alu_k(OP_AND, b, 63), mn_hi}, 2, 1);
-  tg_tensor *scale = tg_mul(reshape3(half_at(w, 0), nb, 1, 1), to_f32(sc));
-  tg_tensor *min = tg_mul(reshape3(half_at(w, 2), nb, 1, 1), to_f32(mn));
+  tg_tensor *scale = tg_mul(reshape3(half_rep(w, 0, 256), nb, 8, 32), to_f32(sc));
+  tg_tensor *min = tg_mul(reshape3(half_rep(w, 2, 256), nb, 8, 32), to_f32(mn));
   tg_tensor *q = reshape3(to_f32(fields(bytes(w, 16, 144), 4, 32, 4)), nb, 8, 32);
   return reshape2(tg_sub(tg_mul(scale, q), min), nb, 256);
 }
@@ -607,7 +618,7 @@ static tg_tensor *dq_q4_k(tg_tensor *w, int64_t nb) {
 static tg_tensor *dq_q6_k(tg_tensor *w, int64_t nb) {
   tg_tensor *ql = fields(bytes(w, 0, 128), 2, 64, 4), *qh = fields(bytes(w, 128, 192), 2, 32, 2);
   tg_tensor *q = reshape3(alu_k(OP_SUB, to_f32(tg_bitwise_or(ql, alu_k(OP_SHL, qh, 4))), 32), nb, 16, 16);
-  tg_tensor *scale = tg_mul(reshape3(half_at(w, 208), nb, 1, 1), to_f32(tg_bitcast(bytes_rep(w, 192, 208, 16), TG_INT8)));
+  tg_tensor *scale = tg_mul(reshape3(half_rep(w, 208, 256), nb, 16, 16), to_f32(tg_bitcast(bytes_rep(w, 192, 208, 16), TG_INT8)));
   return reshape2(tg_mul(scale, q), nb, 256);
 }
 
