@@ -12,7 +12,14 @@
 #include "tensor/tensor.h"
 
 #define OX_MAX_FILE ((size_t)1 << 34)   /* 16 GiB: the largest model file read */
-#define OX_MAX_OUT_BYTES ((int64_t)1 << 32) /* 4 GiB: the largest value a node may produce */
+#define OX_MAX_OUT_BYTES ((int64_t)1 << 32) /* 4 GiB: the largest value a node may produce by default */
+
+/* The largest value a node may produce: TG_ONNX_MAX_BYTES, else 4 GiB (docs/onnx.md). */
+static int64_t max_out_bytes(void) {
+  const char *e = getenv("TG_ONNX_MAX_BYTES");
+  long long v = e ? strtoll(e, NULL, 10) : 0;
+  return v > 0 ? (int64_t)v : OX_MAX_OUT_BYTES;
+}
 
 /* ---------------------------------------------------------------- value names */
 
@@ -332,8 +339,9 @@ static int run_node(const tg_onnx_model *m, int k, tg_tensor **vals) {
     if (v < 0) continue;
     if (!n.out[i]) return ox_fail(&n, TG_ERR_ARG, "output %d was not produced", i);
     int64_t bytes;
-    if (!ck_mul(tg_numel(n.out[i]), (int64_t)tg_dtype_size(tg_get_dtype(n.out[i])), &bytes) || bytes > OX_MAX_OUT_BYTES)
-      return ox_fail(&n, TG_ERR_SHAPE, "output %d would take more than %lld bytes", i, (long long)OX_MAX_OUT_BYTES);
+    if (!ck_mul(tg_numel(n.out[i]), (int64_t)tg_dtype_size(tg_get_dtype(n.out[i])), &bytes) || bytes > max_out_bytes())
+      return ox_fail(&n, TG_ERR_SHAPE, "output %d would take more than %lld bytes (TG_ONNX_MAX_BYTES)", i,
+                     (long long)max_out_bytes());
     vals[v] = n.out[i];
   }
   if (rc < 0) {

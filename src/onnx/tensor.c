@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "onnx/onnx_int.h"
 #include "runtime/helpers.h"
@@ -142,37 +143,45 @@ static int64_t ext_int(const Onnx__TensorProto *tp, const char *key, int64_t dfl
   return (errno || end == s || *end || v < 0) ? -1 : v;
 }
 
-/* Read nbytes of external data into dst: the file must lie beside the model (no absolute path
- * or ".."), and hold offset + nbytes bytes. */
-static int ext_read(const Onnx__TensorProto *tp, const char *dir, void *dst, int64_t nbytes) {
+/* Open the external data of tp, checked before anything is allocated: the file must lie
+ * beside the model (no absolute path or ".."), and hold offset + nbytes bytes. NULL + error. */
+static FILE *ext_open(const Onnx__TensorProto *tp, const char *dir, int64_t nbytes) {
   const char *loc = ext_get(tp, "location"), *name = tp->name ? tp->name : "";
   int64_t off = ext_int(tp, "offset", 0), len = ext_int(tp, "length", nbytes);
-  if (!dir) return tg_set_error(TG_ERR_IO, "ONNX tensor '%s': external data outside a model file", name);
+  if (!dir) return tg_set_error(TG_ERR_IO, "ONNX tensor '%s': external data outside a model file", name), NULL;
   if (!loc || !loc[0] || loc[0] == '/' || strstr(loc, ".."))
-    return tg_set_error(TG_ERR_IO, "ONNX tensor '%s': bad external data location '%s'", name, loc ? loc : "");
+    return tg_set_error(TG_ERR_IO, "ONNX tensor '%s': bad external data location '%s'", name, loc ? loc : ""), NULL;
   if (off < 0 || len != nbytes)
     return tg_set_error(TG_ERR_IO, "ONNX tensor '%s': external data offset/length do not match its %lld bytes", name,
-                        (long long)nbytes);
+                        (long long)nbytes), NULL;
   char path[4096];
   if (snprintf(path, sizeof path, "%s/%s", dir, loc) >= (int)sizeof path)
-    return tg_set_error(TG_ERR_IO, "ONNX tensor '%s': external data path too long", name);
+    return tg_set_error(TG_ERR_IO, "ONNX tensor '%s': external data path too long", name), NULL;
   FILE *f = fopen(path, "rb");
-  if (!f) return tg_set_error(TG_ERR_IO, "ONNX tensor '%s': cannot open external data %s: %s", name, path, strerror(errno));
-  bool ok = fseeko(f, (off_t)off, SEEK_SET) == 0 && fread(dst, 1, (size_t)nbytes, f) == (size_t)nbytes;
+  if (!f) return tg_set_error(TG_ERR_IO, "ONNX tensor '%s': cannot open external data %s: %s", name, path, strerror(errno)), NULL;
+  struct stat st;
+  int64_t end;
+  if (fstat(fileno(f), &st) || !S_ISREG(st.st_mode) || !ck_add(off, nbytes, &end) || end > (int64_t)st.st_size ||
+      fseeko(f, (off_t)off, SEEK_SET)) {
+    fclose(f);
+    return tg_set_error(TG_ERR_IO, "ONNX tensor '%s': external data %s is not a file of offset %lld + %lld bytes", name,
+                        path, (long long)off, (long long)nbytes), NULL;
+  }
+  return f;
+}
+
+static int ext_read(FILE *f, const Onnx__TensorProto *tp, void *dst, int64_t nbytes) {
+  bool ok = fread(dst, 1, (size_t)nbytes, f) == (size_t)nbytes;
   fclose(f);
-  if (!ok) return tg_set_error(TG_ERR_IO, "ONNX tensor '%s': external data %s is shorter than offset %lld + %lld bytes",
-                               name, path, (long long)off, (long long)nbytes);
-  return 0;
+  return ok ? 0 : tg_set_error(TG_ERR_IO, "ONNX tensor '%s': reading its external data failed", tp->name ? tp->name : "");
 }
 
 /* ---------------------------------------------------------------- conversion */
 
 /* Check the data's size against numel and fill buf (nbytes); 0 or an error. */
-static int tp_fill(const Onnx__TensorProto *tp, tg_dtype dt, int64_t numel, void *buf, int64_t nbytes,
-                   const char *dir) {
+static int tp_fill(const Onnx__TensorProto *tp, tg_dtype dt, int64_t numel, void *buf, int64_t nbytes, FILE *ext) {
   const char *name = tp->name ? tp->name : "";
-  if (tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL)
-    return ext_read(tp, dir, buf, nbytes);
+  if (ext) return ext_read(ext, tp, buf, nbytes);
   if (tp->has_raw_data) {
     if ((int64_t)tp->raw_data.len != nbytes)
       return tg_set_error(TG_ERR_IO, "ONNX tensor '%s': %zu bytes of raw data for %lld elements of %s", name,
@@ -187,11 +196,10 @@ static int tp_fill(const Onnx__TensorProto *tp, tg_dtype dt, int64_t numel, void
   return 0;
 }
 
-/* The bytes the data of a tensor can hold at most, from what the file gives (raw, typed
- * values at their widest, external: the file's size is checked when read). */
+/* Whether the data present can fill nbytes (raw: exactly; typed values at their widest;
+ * external data is checked against its file by ext_open). */
 static bool tp_plausible(const Onnx__TensorProto *tp, int64_t nbytes) {
-  if (tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL)
-    return nbytes <= ((int64_t)1 << 40); /* the read checks the real size; 1 TiB bounds the buffer ask */
+  if (tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) return true;
   if (tp->has_raw_data) return (int64_t)tp->raw_data.len == nbytes;
   size_t most = tp->n_float_data + tp->n_int32_data + tp->n_int64_data + tp->n_double_data + tp->n_uint64_data;
   return nbytes <= (int64_t)most * 8;
@@ -213,10 +221,15 @@ tg_tensor *ox_tensor_from_proto(const Onnx__TensorProto *tp, const char *dir) {
   if (!ck_mul(numel, (int64_t)tg_dtype_size((tg_dtype)dt), &nbytes) || !tp_plausible(tp, nbytes))
     return tg_set_error(TG_ERR_IO, "ONNX %s: its dims (%lld elements) do not match the data in the file", what,
                         (long long)numel), NULL;
+  FILE *ext = external ? ext_open(tp, dir, nbytes) : NULL;
+  if (external && !ext) return NULL;
   void *buf = malloc(nbytes ? (size_t)nbytes : 1);
-  if (!buf) return tg_set_error(TG_ERR_NOMEM, "ONNX %s: out of memory for %lld bytes", what, (long long)nbytes), NULL;
+  if (!buf) {
+    if (ext) fclose(ext);
+    return tg_set_error(TG_ERR_NOMEM, "ONNX %s: out of memory for %lld bytes", what, (long long)nbytes), NULL;
+  }
   tg_tensor *t = NULL;
-  if (tp_fill(tp, (tg_dtype)dt, numel, buf, nbytes, dir) == 0) {
+  if (tp_fill(tp, (tg_dtype)dt, numel, buf, nbytes, ext) == 0) {
     int64_t shape[OX_MAX_DIMS];
     for (size_t i = 0; i < tp->n_dims; i++) shape[i] = tp->dims[i];
     t = tg_from_data(buf, (tg_dtype)dt, shape, (int)tp->n_dims);

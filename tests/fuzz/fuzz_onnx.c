@@ -4,6 +4,7 @@
  * a failure, but -rss_limit_mb catches one that succeeds). A model that loads has its graph
  * built once (tg_onnx_run with float (2, 3) inputs: lazy, so no kernel is compiled but every
  * handler's argument checks run); it must succeed or fail with a message. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "fuzz_file.h"
@@ -35,6 +36,14 @@ static void fuzz_model(const char *path) {
     tg_scope_end(s);
   }
   tg_onnx_free(m);
+}
+
+/* Values a node makes are capped at 16 MiB here (4 GiB by default): what a graph realizes
+ * to read shapes on the host stays small. */
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+  (void)argc, (void)argv;
+  setenv("TG_ONNX_MAX_BYTES", "16777216", 1);
+  return 0;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
