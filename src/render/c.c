@@ -206,6 +206,8 @@ static bool c_vector_ok(const uop *u) {
   }
   if (dt == TG_BOOL) return bool_vector_form(u);
   if (!fast_dtype(dt)) return false;
+  if (u->op == OP_BITCAST) /* a vector of the same size, reinterpreted */
+    return fast_dtype((tg_dtype)u->src[0]->dtype) && tg_dtype_size(dt) == tg_dtype_size((tg_dtype)u->src[0]->dtype);
   for (int i = u->op == OP_WHERE; i < u->nsrc; i++)
     if (u->src[i]->dtype != dt && u->op != OP_CAST) return false;
   switch (u->op) {
@@ -429,6 +431,7 @@ static void vector_expr(renderer *r, uop *u, int w, strbuf *e) {
     case OP_FDIV: sb_printf(e, "(%s/%s)", a, b); return;
     case OP_RECIP: sb_printf(e, dt == TG_FLOAT32 ? "(1.0f/%s)" : "(1.0/%s)", a); return;
     case OP_CAST: sb_printf(e, "__builtin_convertvector(%s, %s)", a, vt); return;
+    case OP_BITCAST: sb_printf(e, "((%s)%s)", vt, a); return;
     case OP_WHERE: { /* a scalar condition picks a whole vector */
       const char *va = name_of(r, u->src[1]), *vb = name_of(r, u->src[2]);
       if (!u->src[0]->vcount) { sb_printf(e, "(%s ? %s : %s)", a, va, vb); return; }
