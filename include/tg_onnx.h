@@ -24,6 +24,9 @@ tg_onnx_model *tg_onnx_load(const char *path);
 int tg_onnx_num_inputs(const tg_onnx_model *m);
 /** Name of input i (NULL if out of range). */
 const char *tg_onnx_input_name(const tg_onnx_model *m, int i);
+/** The declared element type and shape of input i: the rank (shape[0..cap) filled; a dim that
+ *  is symbolic or unknown is -1), or -1 if the model declares no tensor type for it. */
+int tg_onnx_input_info(const tg_onnx_model *m, int i, tg_dtype *dtype, int64_t *shape, int cap);
 /** Graph outputs. */
 int tg_onnx_num_outputs(const tg_onnx_model *m);
 /** Name of output i (NULL if out of range). */

@@ -32,6 +32,10 @@ TEST(onnx_add_relu_gemm_values) {
   CHECK(!strcmp(tg_onnx_input_name(m, 0), "X"));
   CHECK(tg_onnx_input_name(m, 1) == NULL);
   CHECK(tg_onnx_num_outputs(m) == 2);
+  tg_dtype dt = TG_BOOL;
+  int64_t shape[4] = {0};
+  CHECK(tg_onnx_input_info(m, 0, &dt, shape, 4) == 2 && dt == TG_FLOAT32 && shape[0] == 2 && shape[1] == 3);
+  CHECK(tg_onnx_input_info(m, 1, &dt, shape, 4) == -1);
   CHECK(!strcmp(tg_onnx_output_name(m, 0), "Y") && !strcmp(tg_onnx_output_name(m, 1), "Z"));
   tg_scope *s = tg_scope_begin();
   float x[6] = {-2, 0, 1, 3, -10, 2}, w[6] = {1, 2, 3, 4, 5, 6}, y[6], z[4];

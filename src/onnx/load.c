@@ -291,6 +291,19 @@ void tg_onnx_free(tg_onnx_model *m) {
 
 int tg_onnx_num_inputs(const tg_onnx_model *m) { return m ? m->g.ninputs : -1; }
 int tg_onnx_num_outputs(const tg_onnx_model *m) { return m ? m->g.noutputs : -1; }
+
+int tg_onnx_input_info(const tg_onnx_model *m, int i, tg_dtype *dtype, int64_t *shape, int cap) {
+  if (!m || i < 0 || i >= m->g.ninputs || !m->g.input_types[i]) return -1;
+  const Onnx__TypeProto__Tensor *tt = m->g.input_types[i];
+  int dt = tt->has_elem_type ? ox_dtype_quiet(tt->elem_type) : -1;
+  if (dtype) *dtype = dt >= 0 ? (tg_dtype)dt : TG_DTYPE_COUNT;
+  if (!tt->shape) return -1;
+  for (size_t d = 0; d < tt->shape->n_dim && shape && (int)d < cap; d++) {
+    const Onnx__TensorShapeProto__Dimension *dim = tt->shape->dim[d];
+    shape[d] = dim->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE ? dim->dim_value : -1;
+  }
+  return (int)tt->shape->n_dim;
+}
 const char *tg_onnx_input_name(const tg_onnx_model *m, int i) {
   return m && i >= 0 && i < m->g.ninputs ? m->g.input_names[i] : NULL;
 }

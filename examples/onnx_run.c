@@ -1,0 +1,115 @@
+/* onnx_run.c — run an ONNX model with tg (docs/onnx.md).
+ *
+ *   example_onnx_run MODEL.onnx [INPUT.pb ...] [--seed S] [--bench N] [--batch B] [--out DIR]
+ *
+ * Inputs come from the .pb files given (TensorProto, graph-input order) or, for those not
+ * given, are random normal (seeded) of the declared shape, a symbolic dim taking --batch
+ * (default 1). Prints each output's shape and first values; --bench N runs N more times
+ * (after one warm-up run that compiles) and prints the latency; --out DIR writes each output's
+ * raw bytes to DIR/output_K.bin (for comparing with another runtime). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "tg.h"
+#include "tg_onnx.h"
+
+#define MAX_IO 64
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* A random input of the declared type and shape (symbolic dims: batch). */
+static tg_tensor *random_input(tg_onnx_model *m, int i, int64_t batch) {
+  tg_dtype dt = TG_FLOAT32;
+  int64_t shape[64];
+  int nd = tg_onnx_input_info(m, i, &dt, shape, 64);
+  if (nd < 0 || nd > 64) return fprintf(stderr, "input %s: no declared shape; give a .pb\n", tg_onnx_input_name(m, i)), NULL;
+  for (int d = 0; d < nd; d++)
+    if (shape[d] < 0) shape[d] = batch;
+  if (tg_dtype_is_float(dt)) return tg_cast(tg_randn(shape, nd, TG_FLOAT32), dt);
+  return tg_randint(shape, nd, 0, 2, dt == TG_DTYPE_COUNT ? TG_INT64 : dt);
+}
+
+static void print_output(const char *name, tg_tensor *t) {
+  int64_t shape[64];
+  int nd = tg_shape(t, shape, 64);
+  printf("%s: %s (", name, tg_dtype_name(tg_get_dtype(t)));
+  for (int d = 0; d < nd; d++) printf("%s%lld", d ? ", " : "", (long long)shape[d]);
+  printf(")");
+  int64_t n = tg_numel(t), k = n < 8 ? n : 8;
+  double *v = malloc((size_t)(n ? n : 1) * sizeof *v);
+  if (v && tg_to_host(tg_cast(t, TG_FLOAT64), v, (size_t)n * sizeof *v) == 0) {
+    double sum = 0;
+    for (int64_t j = 0; j < n; j++) sum += v[j];
+    printf(" sum %.6g:", sum);
+    for (int64_t j = 0; j < k; j++) printf(" %.6g", v[j]);
+    if (n > k) printf(" ...");
+  }
+  printf("\n");
+  free(v);
+}
+
+static int write_output(const char *dir, int i, tg_tensor *t) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/output_%d.bin", dir, i);
+  size_t bytes = (size_t)tg_numel(t) * tg_dtype_size(tg_get_dtype(t));
+  void *buf = malloc(bytes ? bytes : 1);
+  FILE *f = fopen(path, "wb");
+  int rc = buf && f && tg_to_host(t, buf, bytes) == 0 && fwrite(buf, 1, bytes, f) == bytes ? 0 : -1;
+  if (f) fclose(f);
+  free(buf);
+  return rc;
+}
+
+int main(int argc, char **argv) {
+  const char *model = NULL, *pbs[MAX_IO], *outdir = NULL;
+  int npb = 0, bench = 0;
+  int64_t batch = 1;
+  uint64_t seed = 0;
+  for (int a = 1; a < argc; a++) {
+    if (!strcmp(argv[a], "--bench") && a + 1 < argc) bench = atoi(argv[++a]);
+    else if (!strcmp(argv[a], "--batch") && a + 1 < argc) batch = atoll(argv[++a]);
+    else if (!strcmp(argv[a], "--seed") && a + 1 < argc) seed = strtoull(argv[++a], NULL, 10);
+    else if (!strcmp(argv[a], "--out") && a + 1 < argc) outdir = argv[++a];
+    else if (!model) model = argv[a];
+    else if (npb < MAX_IO) pbs[npb++] = argv[a];
+  }
+  if (!model) return fprintf(stderr, "usage: %s MODEL.onnx [INPUT.pb ...] [--seed S] [--bench N] [--batch B] [--out DIR]\n", argv[0]), 2;
+  tg_onnx_model *m = tg_onnx_load(model);
+  if (!m) return fprintf(stderr, "%s\n", tg_last_error()), 1;
+  int ni = tg_onnx_num_inputs(m), no = tg_onnx_num_outputs(m);
+  if (ni > MAX_IO || no > MAX_IO) return fprintf(stderr, "too many inputs or outputs\n"), 1;
+  tg_manual_seed(seed);
+  tg_tensor *in[MAX_IO], *out[MAX_IO];
+  for (int i = 0; i < ni; i++) {
+    in[i] = i < npb ? tg_onnx_load_tensor(pbs[i]) : random_input(m, i, batch);
+    if (!in[i] || tg_realize(in[i])) return fprintf(stderr, "input %d: %s\n", i, tg_last_error()), 1;
+  }
+  double t0 = now();
+  if (tg_onnx_run(m, in, ni, out, no) || tg_realize_many(out, no))
+    return fprintf(stderr, "%s\n", tg_last_error()), 1;
+  printf("first run (builds and compiles): %.1f ms\n", 1e3 * (now() - t0));
+  for (int i = 0; i < no; i++) print_output(tg_onnx_output_name(m, i), out[i]);
+  for (int i = 0; outdir && i < no; i++)
+    if (write_output(outdir, i, out[i])) return fprintf(stderr, "writing output %d failed\n", i), 1;
+  if (bench > 0) {
+    double best = 1e30, total = 0;
+    for (int r = 0; r < bench; r++) {
+      tg_scope *s = tg_scope_begin();
+      tg_tensor *o[MAX_IO];
+      double t = now();
+      if (tg_onnx_run(m, in, ni, o, no) || tg_realize_many(o, no)) return fprintf(stderr, "%s\n", tg_last_error()), 1;
+      t = now() - t;
+      total += t, best = t < best ? t : best;
+      tg_scope_end(s);
+    }
+    printf("latency over %d runs: mean %.3f ms, best %.3f ms\n", bench, 1e3 * total / bench, 1e3 * best);
+  }
+  tg_onnx_free(m);
+  return 0;
+}
