@@ -333,8 +333,8 @@ static int all_ops(tg_dtype dt, uop **st) {
   }
   for (int to = 0; to < TG_DTYPE_COUNT; to++) v[k++] = uop_new1(OP_CAST, (tg_dtype)to, a);
   static const tg_dtype same_size[9] = {[1] = TG_UINT8, [2] = TG_UINT16, [4] = TG_INT32, [8] = TG_INT64};
-  if (dt != TG_BOOL) v[k++] = uop_new1(OP_BITCAST, same_size[tg_dtype_size(dt)], a);
-  if (dt != TG_BOOL) v[k++] = uop_new1(OP_BITCAST, dt, uop_new1(OP_BITCAST, same_size[tg_dtype_size(dt)], b));
+  v[k++] = uop_new1(OP_BITCAST, same_size[tg_dtype_size(dt)], a); /* and back */
+  v[k++] = uop_new1(OP_BITCAST, dt, uop_new1(OP_BITCAST, same_size[tg_dtype_size(dt)], b));
   v[k++] = uop_new(OP_LOAD, dt, (uop *[]){buf(dt, 61, n), i, m}, 3, NULL, 0); /* masked */
   for (int j = 0; j < k; j++) st[j] = store(buf(v[j]->dtype, j, n), i, v[j]);
   st[k] = uop_new(OP_STORE, dt, (uop *[]){buf(dt, k, n), i, a, m}, 4, NULL, 0); /* gated */
@@ -441,6 +441,12 @@ TEST(ptx_vector_lanes_are_an_error) {
   uop *l = range(4, 0, RANGE_LANE), *st = store(buf(TG_FLOAT32, 0, 4), l, load(buf(TG_FLOAT32, 1, 4), l));
   char *ptx = ptx_of(&st, 1, "vec_kernel");
   CHECK(ptx == NULL && strstr(tg_last_error(), "render_ptx: kernel vec_kernel: ") && strstr(tg_last_error(), "vector"));
+  free(ptx);
+  tg_clear_error();
+  uop *i = range(4, 0, RANGE_GLOBAL), *x = load(buf(TG_FLOAT32, 1, 4), i); /* a vector node (vcount 4) */
+  uop *v = uop_new_vec(OP_ADD, TG_FLOAT32, 4, (uop *[]){x, x}, 2, NULL, 0), *st2 = store(buf(TG_FLOAT32, 0, 4), i, v);
+  ptx = ptx_of(&st2, 1, "vec_kernel2");
+  CHECK(ptx == NULL && strstr(tg_last_error(), "render_ptx: kernel vec_kernel2: a vector value"));
   free(ptx);
   tg_clear_error();
   uop_pool_release(mark);

@@ -452,8 +452,16 @@ static void render_bitcast(ptx_r *r, uop *u, const char *d, const char *a) {
   tg_dtype to = u->dtype;
   const ptx_type *t = &ptypes[to];
   char bits[16], h[16];
+  if (tg_dtype_size(to) != tg_dtype_size(u->src[0]->dtype)) { fail(r, "no PTX bitcast between these sizes", u); return; }
+  if (u->src[0]->dtype == TG_BOOL) { line(r, "selp.u32 %s, 1, 0, %s;", d, a); return; } /* its byte: 0 or 1 */
+  if (to == TG_BOOL) { /* a byte as a bool: nonzero is true */
+    reg_name(bits, sizeof bits, new_reg(r, RC_B32));
+    line(r, "and.b32 %s, %s, 255;", bits, a);
+    line(r, "setp.ne.u32 %s, %s, 0;", d, bits);
+    return;
+  }
   reg_class rc = bits_of(r, u->src[0]->dtype, a, bits, sizeof bits);
-  if (rc == RC_PRED || t->rc == RC_PRED || tg_dtype_size(to) != tg_dtype_size(u->src[0]->dtype)) {
+  if (rc == RC_PRED || t->rc == RC_PRED) {
     fail(r, "no PTX bitcast between these types", u);
     return;
   }
@@ -627,11 +635,13 @@ static bool written_slot(const lin_program *p, int64_t slot) {
   return false;
 }
 
-/* GPU programs have no vector lanes (the optimizer makes scalar code for work-item devices): a
- * lane range among the sources, or a vector load or store (arg[0] lanes), is an error. Vector
- * ops (VECTORIZE, GEP) have no rule and fail in render_value. */
+/* GPU programs have no vector lanes (the optimizer makes scalar code for work-item devices, and
+ * devectorize splits what is left: the GPU renderers have no vector forms): a vector value
+ * (vcount), a lane range among the sources, or a vector load or store (arg[0] lanes) is an
+ * error. Vector ops (VECTORIZE, GEP) have no rule and fail in render_value. */
 static void check_scalar(ptx_r *r, const lin_op *o) {
   uop *u = o->u;
+  if (u->vcount > 1) fail(r, "a vector value (PTX kernels are scalar)", u);
   if ((u->op == OP_LOAD || u->op == OP_STORE) && u->narg && u->arg[0] > 1) fail(r, "a vector memory access (PTX kernels are scalar)", u);
   for (int i = 0; i < u->nsrc; i++)
     if (u->src[i]->op == OP_RANGE && u->src[i]->arg[1] == RANGE_LANE) fail(r, "a value with vector lanes (PTX kernels are scalar)", u);
