@@ -12,12 +12,12 @@
  *            2^64 first); log2(m) = 2 atanh(y) / ln 2 with y = (m - 1) / (m + 1), odd
  *            polynomial in y.
  *   sin(x)   x = (k + f) * pi/2 with |f| <= 1/2; sin or cos of f * pi/2 (fdlibm's minimax
- *            polynomials, in float64) picked and signed by k mod 4. The reduction is exact
- *            for every finite input (Payne-Hanek in floating point): 2/pi is held as 24-bit
- *            chunks c_i, so each x * c_i is an exact float64 product; each product is taken
- *            mod 4 (exact), and the terms are summed with TwoSum, keeping the rounding error.
- *            float32 needs 9 chunks; float64 splits x into two 26/27-bit halves and needs 46
- *            chunks, and below 2^19 pi/2 uses fdlibm's three-step Cody-Waite reduction instead.
+ *            polynomials, in float64) picked and signed by k mod 4. float32: the reduction
+ *            is exact for every finite input (Payne-Hanek in floating point): 2/pi is held
+ *            as 9 24-bit chunks c_i, so each x * c_i is an exact float64 product, taken mod 4
+ *            (exact); the terms are summed with TwoSum, keeping the rounding error. float64:
+ *            fdlibm's three-step Cody-Waite reduction below 2^19 pi/2; larger arguments
+ *            stay a libm call on their lanes (see xsin64).
  *
  * Special values (±inf, NaN, ±0, denormals) are fixed by selects at the end. float16 and
  * bfloat16 are computed in float32; float32 sin in float64. Measured errors: the bounds in
@@ -139,13 +139,10 @@ static uop *xlog2(const fparams *p, uop *x) {
 
 /* ---------------------------------------------------------------- sin (in float64) */
 
-/* 2/pi in 24-bit chunks: 2/pi = sum chunk[i] * 2^(-24 (i + 1)). */
-static const uint32_t two_over_pi[46] = {
-    0xA2F983, 0x6E4E44, 0x1529FC, 0x2757D1, 0xF534DD, 0xC0DB62, 0x95993C, 0x439041, 0xFE5163, 0xABDEBB,
-    0xC561B7, 0x246E3A, 0x424DD2, 0xE00649, 0x2EEA09, 0xD1921C, 0xFE1DEB, 0x1CB129, 0xA73EE8, 0x8235F5,
-    0x2EBB44, 0x84E99C, 0x7026B4, 0x5F7E41, 0x3991D6, 0x398353, 0x39F49C, 0x845F8B, 0xBDF928, 0x3B1FF8,
-    0x97FFDE, 0x05980F, 0xEF2F11, 0x8B5A0A, 0x6D1F6D, 0x367ECF, 0x27CB09, 0xB74F46, 0x3F669E, 0x5FEA2D,
-    0x7527BA, 0xC7EBE5, 0xF17B3D, 0x0739F7, 0x8A5292, 0xEA6BFB};
+/* 2/pi in 24-bit chunks, 2/pi = sum chunk[i] * 2^(-24 (i + 1)): as many as float32's largest
+ * exponent needs (the products below 2^-64 of the fraction). */
+static const uint32_t two_over_pi[9] = {0xA2F983, 0x6E4E44, 0x1529FC, 0x2757D1, 0xF534DD,
+                                         0xC0DB62, 0x95993C, 0x439041, 0xFE5163};
 
 /* A reduced angle: hi + lo radians in about [-pi/4, pi/4], and the quadrant k mod 4 (a
  * float64 in 0..3) of the multiple k of pi/2 taken off. */
@@ -176,18 +173,12 @@ static reduced from_turns(uop *s, uop *err) {
   return (reduced){h, sub(lo, sub(h, hi)), quadrant_of(k)};
 }
 
-/* Payne-Hanek: the parts xs[0..nx) (float64 values whose sum is x, each with at most 29
- * significant bits, so a product with a 24-bit chunk is exact) against chunks of 2/pi scaled by 2^scale_exp where scaled. */
-static reduced payne_hanek(uop *const *xs, int nx, int nchunks, uop *scaled, int scale_exp) {
+/* Payne-Hanek for a float32 x (held in float64): each x * chunk is exact (24 x 24 bits). */
+static reduced payne_hanek(uop *x) {
   uop *s = NULL, *err = fc(TG_FLOAT64, 0);
-  for (int i = 0; i < nchunks; i++) {
-    uop *ci = fc(TG_FLOAT64, ldexp(two_over_pi[i], -24 * (i + 1))); /* scaled: not via this (denormal) value */
-    if (scaled) ci = where(scaled, fc(TG_FLOAT64, ldexp(two_over_pi[i], scale_exp - 24 * (i + 1))), ci);
-    for (int j = 0; j < nx; j++) {
-      uop *t = mod4(mul(xs[j], ci));
-      s = s ? two_sum(s, t, &err) : t;
-    }
-    s = mod4(s); /* keeps |s| < 4: exact */
+  for (int i = 0; i < 9; i++) {
+    uop *t = mod4(mulc(x, ldexp(two_over_pi[i], -24 * (i + 1))));
+    s = s ? mod4(two_sum(s, t, &err)) : t; /* mod 4 keeps |s| < 4: exact */
   }
   return from_turns(s, err);
 }
@@ -230,27 +221,23 @@ static uop *sin_of(reduced r) {
 static uop *xsin32(uop *x) {
   uop *xd = cast(x, TG_FLOAT64), *fin = eq(sub(xd, xd), fc(TG_FLOAT64, 0));
   uop *xs = where(fin, xd, fc(TG_FLOAT64, 0));
-  uop *v = cast(sin_of(payne_hanek(&xs, 1, 9, NULL, 0)), TG_FLOAT32);
+  uop *v = cast(sin_of(payne_hanek(xs)), TG_FLOAT32);
   v = where(eq(x, fc(TG_FLOAT32, 0)), x, v); /* sin(-0) = -0 */
   return where(fin, v, fc(TG_FLOAT32, NAN));
 }
 
-/* float64 sin: Cody-Waite below 2^19 pi/2, else Payne-Hanek on x's two halves. Above 2^500 x is scaled by 2^-600 and the chunks by 2^600, so no chunk that
- * matters is denormal and the split does not overflow. */
+/* float64 sin: fdlibm's reduction and kernels below 2^19 pi/2. Larger (and non-finite)
+ * lanes call the native sin, the other lanes pass it 0 (libm's fastest path): an exact
+ * reduction of every double the float32 way needs 46 chunks times two halves of x, which
+ * measured 5x slower than libm on every input and 8 s to compile (performance.md). */
 static uop *xsin64(uop *x) {
   tg_dtype d = TG_FLOAT64;
-  uop *fin = eq(sub(x, x), fc(d, 0)), *xs = where(fin, x, fc(d, 0));
-  uop *ax = where(lt(xs, fc(d, 0)), uop_new1(OP_NEG, d, xs), xs);
-  uop *huge = lt(fc(d, 0x1p500), ax), *xh = where(huge, mulc(xs, 0x1p-600), xs);
-  /* the high 26 bits by masking the low 27 off (Dekker's multiply-and-subtract split would
-   * break where the compiler contracts it into a fused multiply-add) */
-  uop *keep = uop_const_int(TG_INT64, (int64_t)(~(uint64_t)0 << 27));
-  uop *hi = bitcast(uop_alu(OP_AND, bitcast(xh, TG_INT64), keep), d), *parts[2] = {hi, sub(xh, hi)};
-  reduced ph = payne_hanek(parts, 2, 46, huge, 600), cw = cody_waite(xs);
-  uop *medium = lt(ax, fc(d, 823549.0)); /* 2^19 pi/2 */
-  reduced r = {where(medium, cw.hi, ph.hi), where(medium, cw.lo, ph.lo), where(medium, cw.quadrant, ph.quadrant)};
-  uop *v = where(eq(x, fc(d, 0)), x, sin_of(r));
-  return where(fin, v, fc(d, NAN));
+  uop *ax = where(lt(x, fc(d, 0)), uop_new1(OP_NEG, d, x), x);
+  uop *medium = lt(ax, fc(d, 823549.0)); /* false for inf and NaN */
+  uop *v = where(eq(x, fc(d, 0)), x, sin_of(cody_waite(where(medium, x, fc(d, 0))))); /* sin(-0) = -0 */
+  uop *rest = where(medium, fc(d, 0), x);
+  const int64_t native = 1; /* arg: keep as a call (rule_sin skips it) */
+  return where(medium, v, uop_new(OP_SIN, d, &rest, 1, &native, 1));
 }
 
 /* ---------------------------------------------------------------- the rules */
@@ -271,7 +258,7 @@ static uop *decompose(uop *u, decompose_fn fn) {
 
 static uop *rule_exp2(void *ctx, uop *u, uop **cap) { return (void)ctx, (void)cap, decompose(u, exp2_of); }
 static uop *rule_log2(void *ctx, uop *u, uop **cap) { return (void)ctx, (void)cap, decompose(u, log2_of); }
-static uop *rule_sin(void *ctx, uop *u, uop **cap) { return (void)ctx, (void)cap, decompose(u, sin_any); }
+static uop *rule_sin(void *ctx, uop *u, uop **cap) { return (void)ctx, (void)cap, u->narg ? NULL : decompose(u, sin_any); }
 
 static const rule transcendental_rules[] = {
     {"(EXP2 x)", rule_exp2},
