@@ -12,9 +12,10 @@
  * the aligned offset right after the previous one, data inside the file) and copies the
  * strings out NUL-terminated. Numbers are read from the map when asked for.
  *
- * Quantized tensors become a uint8 tensor of their raw blocks, (blocks, block bytes), and
- * float32 dequantization written as tensor ops on it (slices, shifts, masks, bitcasts,
- * multiplies), so the scheduler fuses it into whatever consumes the weight. The arithmetic is
+ * Quantized tensors become a uint16 tensor of their raw blocks, (blocks, block bytes / 2), and
+ * float32 dequantization written as tensor ops on it (slices, shifts, masks, casts,
+ * multiplies), so the scheduler fuses it into whatever consumes the weight (one kernel for a
+ * matrix-vector product; see the dequantization section for how). The arithmetic is
  * gguf.quants.dequantize's, in its order; where it adds a product (Q4_1, Q4_K) the product is
  * exact in float32 (an 11-bit float16 mantissa times a 4- or 6-bit integer), so a fused
  * multiply-add rounds the same. */
@@ -501,11 +502,12 @@ int tg_gguf_tensor_info_at(const tg_gguf *g, int64_t i, tg_gguf_tensor_info *inf
 
 /* ---------------------------------------------------------------- dequantization as tensor ops
  * The blocks are read as little-endian 16-bit words, w (nb, block bytes / 2): every supported
- * block has an even size and its float16 scales at even offsets, so a scale is one word
- * bitcast to float16 and converted (two ops). That keeps the per-block scale, which every
- * value of its block repeats, cheap enough for the scheduler to recompute inside the consuming
- * kernel (docs/architecture.md, fusion rule 3) instead of storing it. Each function returns
- * (nb, block elements) float32; all run inside tg_gguf_tensor's scope. */
+ * block has an even size and its float16 scales at even offsets, so a scale is one word.
+ * Words that a whole block (or sub-block) uses are broadcast to every value *before* any op:
+ * a per-block value computed once and then broadcast is an expanded node, which the scheduler
+ * stores as a small array in a kernel of its own when it has six or more ops
+ * (docs/architecture.md, fusion rule 3). Each function returns (nb, block elements) float32;
+ * all run inside tg_gguf_tensor's scope. */
 
 /* x op c for a literal constant c of x's dtype (folded into the kernel; shifts by an in-range
  * constant need none of tg_shl's guards). */
