@@ -111,6 +111,11 @@ int64_t tg_gguf_find_tensor(const tg_gguf *g, const char *name);
  *  quantized types as float32 (dequantization ops over the raw blocks). NULL on error. */
 tg_tensor *tg_gguf_tensor(tg_gguf *g, const char *name);
 
+/** A tokenizer from a GGUF file's metadata: tokenizer.ggml.tokens (id = index) and
+ *  tokenizer.ggml.merges ("left right" strings, rank = index); tokenizer.ggml.model, if
+ *  present, must be "gpt2". Independent of g once made. NULL on error. */
+tg_bpe *tg_bpe_from_gguf(const tg_gguf *g);
+
 #ifdef __cplusplus
 }
 #endif

@@ -12,6 +12,9 @@
                                     +-0, subnormal, the largest half, inf and NaN;
                                     "fuse.q8_0", a (96, 256) Q8_0 weight, and
                                     "q5_0", a type tg lists but does not load
+  tests/fixtures/gguf/tokenizer.gguf  models/tokenizer as GGUF metadata (tokenizer.ggml.model
+                                    "gpt2", .tokens in id order, .merges), as llama.cpp's
+                                    converter writes a GPT-2 tokenizer
   tests/fuzz/corpus/gguf/*          small files (under 4 KiB) seeding the fuzz target
 
 Run from the repository root with the gguf package and numpy: pip install gguf numpy.
@@ -28,12 +31,15 @@ FIX = os.path.join(ROOT, "tests/fixtures/gguf")
 CORPUS = os.path.join(ROOT, "tests/fuzz/corpus/gguf")
 
 
-def write(path, kvs, tensors, alignment=None):
+def write(path, kvs, tensors, alignment=None, tokenizer=None):
     w = gguf.GGUFWriter(path, arch="tgtest")
     if alignment:
         w.add_custom_alignment(alignment)
     for fn, key, value in kvs:
-        getattr(w, fn)(key, value)
+        getattr(w, fn)(*([key, value] if key else [value]))
+    if tokenizer:
+        w.add_token_list(tokenizer[0])
+        w.add_token_merges(tokenizer[1])
     for name, data, raw_dtype in tensors:
         w.add_tensor(name, data, raw_dtype=raw_dtype)
     w.write_header_to_file()
@@ -74,6 +80,37 @@ META = [
 ]
 
 
+def small_tokenizer():
+    """GPT-2's 256 byte symbols and a few merges (a fuzz seed under 4 KiB)."""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
+    cs, n = bs[:], 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    symbols = [chr(c) for _, c in sorted(zip(bs, cs))]
+    merges = ["H e", "l l", "He ll", "\u0120 t", "o k"]
+    return symbols + ["He", "ll", "Hell", "\u0120t", "ok"], merges
+
+
+def write_tokenizer(path):
+    import json
+    model = os.path.join(ROOT, "models/tokenizer")
+    vocab = json.load(open(os.path.join(model, "vocab.json"), encoding="utf-8"))
+    tokens = sorted(vocab, key=vocab.get)
+    assert [vocab[t] for t in tokens] == list(range(len(tokens)))
+    merges = [l.rstrip("\n") for l in open(os.path.join(model, "merges.txt"), encoding="utf-8") if not l.startswith("#version")]
+    w = gguf.GGUFWriter(path, arch="gpt2")
+    w.add_tokenizer_model("gpt2")
+    w.add_token_list(tokens)
+    w.add_token_merges([m for m in merges if m])
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
 def main():
     rng = np.random.default_rng(21)
     os.makedirs(FIX, exist_ok=True)
@@ -103,6 +140,8 @@ def main():
     tensors.append(("q5_0", raw, T.Q5_0))  # a type tg does not load
     write(os.path.join(FIX, "tensors.gguf"), [("add_uint32", "t.count", len(tensors))], tensors)
 
+    write_tokenizer(os.path.join(FIX, "tokenizer.gguf"))
+
     seeds = {
         "empty": ([], []),
         "meta": (META, []),
@@ -114,6 +153,7 @@ def main():
         seeds[qtype.name.lower()] = ([], [("w", raw, qtype)])
     for name, (kvs, ts) in seeds.items():
         write(os.path.join(CORPUS, name), kvs, ts)
+    write(os.path.join(CORPUS, "tokenizer"), [("add_tokenizer_model", "", "gpt2")], [], tokenizer=small_tokenizer())
     print("wrote", FIX, "and", len(seeds), "seeds:", {n: os.path.getsize(os.path.join(CORPUS, n)) for n in seeds})
 
 

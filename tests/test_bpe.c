@@ -15,6 +15,7 @@
 
 #define MODEL_DIR "models/tokenizer"
 #define CASES "tests/fixtures/bpe/cases.txt"
+#define TOKENIZER_GGUF "tests/fixtures/gguf/tokenizer.gguf"
 
 static char *slurp(const char *path, size_t *len) {
   FILE *f = fopen(path, "rb");
@@ -72,14 +73,12 @@ static void check_case(const tg_bpe *tok, const char *text, size_t len, const ch
   st->cases++, st->ids += nwant;
 }
 
-TEST(bpe_ids_equal_tokenizers_on_fixture_texts) {
-  tg_bpe *tok = tg_bpe_load_dir(MODEL_DIR);
-  CHECK(tok != NULL);
-  CHECK(tg_bpe_vocab_size(tok) == 4096);
+/* Every fixture case through tok: ids equal tokenizers', decoding round-trips. */
+static void check_fixture(const tg_bpe *tok) {
   size_t size = 0;
   char *data = slurp(CASES, &size);
-  CHECK(data != NULL);
-  if (!tok || !data) return free(data), tg_bpe_free(tok);
+  CHECK(tok != NULL && data != NULL);
+  if (!tok || !data) return free(data);
   bpe_stats st = {0};
   for (char *p = data; p < data + size && *p == '#';) {
     size_t len = strtoul(p + 1, &p, 10);
@@ -94,7 +93,47 @@ TEST(bpe_ids_equal_tokenizers_on_fixture_texts) {
   CHECK(st.id_mismatch == 0);
   CHECK(st.roundtrip_fail == 0);
   free(data);
+}
+
+TEST(bpe_ids_equal_tokenizers_on_fixture_texts) {
+  tg_bpe *tok = tg_bpe_load_dir(MODEL_DIR);
+  CHECK(tg_bpe_vocab_size(tok) == 4096);
+  check_fixture(tok);
   tg_bpe_free(tok);
+}
+
+/* The same vocabulary as GGUF metadata (written by the gguf package) tokenizes the same. */
+TEST(bpe_from_gguf_equals_the_files) {
+  tg_gguf *g = tg_gguf_open(TOKENIZER_GGUF);
+  tg_bpe *tok = tg_bpe_from_gguf(g);
+  tg_gguf_close(g); /* the tokenizer keeps its own copies */
+  CHECK(tg_bpe_vocab_size(tok) == 4096);
+  check_fixture(tok);
+  tg_bpe_free(tok);
+}
+
+TEST(bpe_from_gguf_errors) {
+  tg_gguf *g = tg_gguf_open("tests/fixtures/gguf/meta.gguf");
+  CHECK(tg_bpe_from_gguf(g) == NULL);
+  CHECK(strstr(tg_last_error(), "bpe_from_gguf: the file has no \"tokenizer.ggml.tokens\"") != NULL);
+  tg_gguf_close(g);
+  CHECK(tg_bpe_from_gguf(NULL) == NULL);
+  size_t n;
+  char *d = slurp(TOKENIZER_GGUF, &n), path[64];
+  char *at = d ? memmem(d, n, "gpt2", 4) : NULL; /* general.architecture's value, then the model's */
+  at = at ? memmem(at + 4, n - (size_t)(at + 4 - d), "gpt2", 4) : NULL;
+  CHECK(at != NULL);
+  if (!at) return free(d);
+  memcpy(at, "llam", 4);
+  snprintf(path, sizeof path, "/tmp/tg_bpe_%d.gguf", (int)getpid());
+  FILE *f = fopen(path, "wb");
+  CHECK(f && fwrite(d, 1, n, f) == n && fclose(f) == 0);
+  g = tg_gguf_open(path);
+  CHECK(g != NULL && tg_bpe_from_gguf(g) == NULL);
+  CHECK(strstr(tg_last_error(), "tokenizer.ggml.model is \"llam\": only \"gpt2\"") != NULL);
+  tg_gguf_close(g);
+  unlink(path);
+  free(d);
 }
 
 /* A few ids checked by hand against the trained vocabulary's strings. */

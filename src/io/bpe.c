@@ -147,6 +147,27 @@ static char *read_file(const char *op, const char *path, size_t *len) {
   return buf;
 }
 
+/* Room for n tokens (ids 0..n-1) and their hash. */
+static int alloc_tokens(tg_bpe *t, const char *op, const char *src, size_t n) {
+  if (n == 0) return tg_set_error(TG_ERR_IO, "%s: %s: the vocabulary is empty", op, src);
+  if (n > INT32_MAX) return tg_set_error(TG_ERR_IO, "%s: %s: %zu tokens are more than ids can number", op, src, n);
+  t->n = (int64_t)n;
+  t->tok_cap = pow2_at_least(2 * n);
+  if (!(t->tokens = calloc(n, sizeof *t->tokens)) || !(t->tok_slots = calloc(t->tok_cap, sizeof *t->tok_slots)))
+    return tg_set_error(TG_ERR_NOMEM, "%s: out of memory", op);
+  return 0;
+}
+
+/* Every token (all set) into the hash; tokens must be distinct. */
+static int index_tokens(tg_bpe *t, const char *op, const char *src) {
+  for (int64_t i = 0; i < t->n; i++) {
+    size_t s = tok_slot(t, t->tokens[i]);
+    if (t->tok_slots[s]) return tg_set_error(TG_ERR_IO, "%s: %s: token \"%.80s\" appears twice", op, src, t->tokens[i]);
+    t->tok_slots[s] = (uint32_t)i + 1;
+  }
+  return 0;
+}
+
 /* vocab: {"token": id, ...} with ids 0..n-1 each once and tokens distinct. */
 static int parse_vocab(tg_bpe *t, const char *op, const char *path, size_t len) {
   json_reader r;
@@ -162,22 +183,14 @@ static int parse_vocab(tg_bpe *t, const char *op, const char *path, size_t len) 
   }
   json_finish(&r);
   int rc = json_failed(&r) ? tg_set_error(TG_ERR_IO, "%s: %s: %s", op, path, r.err) : 0;
-  if (rc == 0 && names.n == 0) rc = tg_set_error(TG_ERR_IO, "%s: %s: the vocabulary is empty", op, path);
-  t->n = (int64_t)names.n;
-  t->tok_cap = pow2_at_least(2 * names.n);
-  if (rc == 0 && (!(t->tokens = calloc(names.n, sizeof *t->tokens)) || !(t->tok_slots = calloc(t->tok_cap, sizeof *t->tok_slots))))
-    rc = tg_set_error(TG_ERR_NOMEM, "%s: out of memory", op);
+  if (rc == 0) rc = alloc_tokens(t, op, path, names.n);
   for (size_t i = 0; rc == 0 && i < names.n; i++) {
     if (ids.v[i] >= t->n || t->tokens[ids.v[i]])
       rc = tg_set_error(TG_ERR_IO, "%s: %s: token \"%.80s\" has id %lld: ids must be 0..%lld, each once", op, path, names.v[i],
                         (long long)ids.v[i], (long long)t->n - 1);
     else t->tokens[ids.v[i]] = names.v[i];
   }
-  for (int64_t i = 0; rc == 0 && i < t->n; i++) {
-    size_t s = tok_slot(t, t->tokens[i]);
-    if (t->tok_slots[s]) rc = tg_set_error(TG_ERR_IO, "%s: %s: token \"%.80s\" appears twice", op, path, t->tokens[i]);
-    t->tok_slots[s] = (uint32_t)i + 1;
-  }
+  if (rc == 0) rc = index_tokens(t, op, path);
   VEC_FREE(names);
   VEC_FREE(ids);
   return rc;
@@ -210,14 +223,19 @@ static int add_merge(tg_bpe *t, const char *op, const char *path, char *line, in
   return 0;
 }
 
-static int parse_merges(tg_bpe *t, const char *op, const char *path, char *text) {
-  size_t lines = 1;
-  for (char *p = text; *p; p++) lines += *p == '\n';
-  t->pair_cap = pow2_at_least(2 * lines);
+/* Room for n merges. */
+static int alloc_pairs(tg_bpe *t, const char *op, size_t n) {
+  t->pair_cap = pow2_at_least(2 * n);
   t->pair_keys = calloc(t->pair_cap, sizeof *t->pair_keys);
   t->pair_rank = calloc(t->pair_cap, sizeof *t->pair_rank);
   t->pair_new = calloc(t->pair_cap, sizeof *t->pair_new);
-  if (!t->pair_keys || !t->pair_rank || !t->pair_new) return tg_set_error(TG_ERR_NOMEM, "%s: out of memory", op);
+  return t->pair_keys && t->pair_rank && t->pair_new ? 0 : tg_set_error(TG_ERR_NOMEM, "%s: out of memory", op);
+}
+
+static int parse_merges(tg_bpe *t, const char *op, const char *path, char *text) {
+  size_t lines = 1;
+  for (char *p = text; *p; p++) lines += *p == '\n';
+  if (alloc_pairs(t, op, lines) < 0) return TG_ERR_NOMEM;
   uint32_t rank = 0;
   int64_t lineno = 0;
   for (char *line = text, *next; line; line = next) {
@@ -233,6 +251,17 @@ static int parse_merges(tg_bpe *t, const char *op, const char *path, char *text)
   return 0;
 }
 
+/* The id of each byte's symbol; t, or NULL (freed) when rc says loading failed. */
+static tg_bpe *finish_load(tg_bpe *t, int rc) {
+  for (int b = 0; rc == 0 && b < 256; b++) {
+    char sym[5] = {0};
+    utf8_put(sym, byte_symbol(b));
+    t->byte_id[b] = (int32_t)tg_bpe_token_id(t, sym);
+  }
+  if (rc < 0) tg_bpe_free(t), t = NULL;
+  return t;
+}
+
 tg_bpe *tg_bpe_load(const char *vocab_path, const char *merges_path) {
   static const char op[] = "bpe_load";
   if (!vocab_path || !merges_path) return tg_set_error(TG_ERR_ARG, "%s: NULL path", op), NULL;
@@ -245,13 +274,7 @@ tg_bpe *tg_bpe_load(const char *vocab_path, const char *merges_path) {
   if (rc == 0 && strlen(merges) != mlen) rc = tg_set_error(TG_ERR_IO, "%s: %s: a NUL byte in the file", op, merges_path);
   if (rc == 0) rc = parse_merges(t, op, merges_path, merges);
   free(merges);
-  for (int b = 0; rc == 0 && b < 256; b++) {
-    char sym[5] = {0};
-    utf8_put(sym, byte_symbol(b));
-    t->byte_id[b] = (int32_t)tg_bpe_token_id(t, sym);
-  }
-  if (rc < 0) tg_bpe_free(t), t = NULL;
-  return t;
+  return finish_load(t, rc);
 }
 
 tg_bpe *tg_bpe_load_dir(const char *dir) {
@@ -269,6 +292,55 @@ tg_bpe *tg_bpe_load_dir(const char *dir) {
     }
   }
   return NULL;
+}
+
+/* An array of strings called key, its length in *n; an error naming the key otherwise. */
+static int gguf_strings(const tg_gguf *g, const char *op, const char *key, int64_t *n) {
+  tg_gguf_type et;
+  if (tg_gguf_find_key(g, key) < 0) return tg_set_error(TG_ERR_IO, "%s: the file has no \"%s\"", op, key);
+  if (tg_gguf_kv_type(g, key, &et, n) != TG_GGUF_ARRAY || et != TG_GGUF_STRING)
+    return tg_set_error(TG_ERR_IO, "%s: \"%s\" is not an array of strings", op, key);
+  return 0;
+}
+
+/* tokenizer.ggml.tokens (id = index) copied into one block, NUL-terminated. */
+static int gguf_tokens(tg_bpe *t, const tg_gguf *g, const char *op, int64_t n) {
+  static const char key[] = "tokenizer.ggml.tokens";
+  size_t total = 0, len;
+  for (int64_t i = 0; i < n; i++) tg_gguf_get_array_string(g, key, i, &len), total += len + 1;
+  int rc = alloc_tokens(t, op, key, (size_t)n);
+  if (rc == 0 && !(t->vocab_text = malloc(total ? total : 1))) rc = tg_set_error(TG_ERR_NOMEM, "%s: out of memory", op);
+  for (int64_t i = 0, at = 0; rc == 0 && i < n; i++) {
+    const char *s = tg_gguf_get_array_string(g, key, i, &len);
+    if (strlen(s) != len || !io_utf8_valid(s, len)) return tg_set_error(TG_ERR_IO, "%s: token %lld is not NUL-free UTF-8", op, (long long)i);
+    memcpy(t->vocab_text + at, s, len + 1);
+    t->tokens[i] = t->vocab_text + at;
+    at += (int64_t)len + 1;
+  }
+  return rc == 0 ? index_tokens(t, op, key) : rc;
+}
+
+tg_bpe *tg_bpe_from_gguf(const tg_gguf *g) {
+  static const char op[] = "bpe_from_gguf", merges_key[] = "tokenizer.ggml.merges";
+  if (!g) return tg_set_error(TG_ERR_ARG, "%s: NULL file", op), NULL;
+  const char *model = tg_gguf_find_key(g, "tokenizer.ggml.model") >= 0 ? tg_gguf_get_string(g, "tokenizer.ggml.model", NULL) : "gpt2";
+  if (!model || strcmp(model, "gpt2"))
+    return tg_set_error(TG_ERR_IO, "%s: tokenizer.ggml.model is \"%.40s\": only \"gpt2\" (byte-level BPE) is read", op, model ? model : "?"), NULL;
+  int64_t n = 0, nm = 0;
+  if (gguf_strings(g, op, "tokenizer.ggml.tokens", &n) < 0 || gguf_strings(g, op, merges_key, &nm) < 0) return NULL;
+  tg_bpe *t = calloc(1, sizeof *t);
+  if (!t) return tg_set_error(TG_ERR_NOMEM, "%s: out of memory", op), NULL;
+  int rc = gguf_tokens(t, g, op, n);
+  if (rc == 0) rc = alloc_pairs(t, op, (size_t)nm);
+  for (int64_t i = 0; rc == 0 && i < nm; i++) {
+    size_t len;
+    const char *m = tg_gguf_get_array_string(g, merges_key, i, &len);
+    char *line = malloc(len + 1);
+    if (!line) rc = tg_set_error(TG_ERR_NOMEM, "%s: out of memory", op);
+    else memcpy(line, m, len + 1), rc = add_merge(t, op, merges_key, line, i + 1, (uint32_t)i); /* "line" i + 1 */
+    free(line);
+  }
+  return finish_load(t, rc);
 }
 
 void tg_bpe_free(tg_bpe *t) {

@@ -1,7 +1,9 @@
 /* fuzz_gguf.c — libFuzzer target: any bytes as a GGUF file (src/io/gguf.c). Opening must
  * succeed or fail with a status and a message. What opens must answer every query: each key's
  * values read back (strings NUL-terminated at their length), each tensor's data lies inside the
- * file, and each tensor tg loads realizes to the host with its exact byte count. */
+ * file, and each tensor tg loads realizes to the host with its exact byte count. A tokenizer
+ * in the metadata (tg_bpe_from_gguf) loads or fails with a message, and what loads encodes
+ * a text whose ids decode back to it. */
 #include <string.h>
 
 #include "fuzz_file.h"
@@ -48,6 +50,24 @@ static void read_tensor(tg_gguf *g, int64_t i, size_t size) {
   if (nbytes <= sizeof host && tg_to_host(t, host, nbytes) != 0) abort();
 }
 
+static void read_tokenizer(tg_gguf *g) {
+  static const char text[] = "Hello, w\xc3\xb6rld's 12  tokens\n";
+  int32_t ids[64];
+  char back[sizeof text];
+  tg_clear_error();
+  tg_bpe *tok = tg_bpe_from_gguf(g);
+  if (!tok) {
+    if (!tg_last_error()[0]) abort();
+    return;
+  }
+  int64_t n = tg_bpe_encode(tok, text, sizeof text - 1, ids, 64);
+  fuzz_check_status("bpe_encode", n < 0 ? (int)n : 0);
+  if (n > 64) abort(); /* at most one id a byte */
+  if (n >= 0 && tg_bpe_decode(tok, ids, n, back, sizeof back) != (int64_t)sizeof text - 1) abort();
+  if (n >= 0 && memcmp(back, text, sizeof text - 1)) abort();
+  tg_bpe_free(tok);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const char *path = fuzz_file(data, size);
   tg_scope *s = tg_scope_begin();
@@ -56,6 +76,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!g && !tg_last_error()[0]) abort();
   for (int64_t i = 0; g && i < tg_gguf_kv_count(g); i++) read_key(g, i);
   for (int64_t i = 0; g && i < tg_gguf_tensor_count(g); i++) read_tensor(g, i, size);
+  if (g) read_tokenizer(g);
   tg_gguf_close(g);
   tg_scope_end(s);
   return 0;
