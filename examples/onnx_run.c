@@ -99,6 +99,7 @@ int main(int argc, char **argv) {
     if (write_output(outdir, i, out[i])) return fprintf(stderr, "writing output %d failed\n", i), 1;
   if (bench > 0) {
     double best = 1e30, total = 0;
+    tg_reset_stats();
     for (int r = 0; r < bench; r++) {
       tg_scope *s = tg_scope_begin();
       tg_tensor *o[MAX_IO];
@@ -108,7 +109,10 @@ int main(int argc, char **argv) {
       total += t, best = t < best ? t : best;
       tg_scope_end(s);
     }
-    printf("latency over %d runs: mean %.3f ms, best %.3f ms\n", bench, 1e3 * total / bench, 1e3 * best);
+    tg_stats st = tg_get_stats();
+    printf("latency over %d runs: mean %.3f ms, best %.3f ms (per run: %.3f ms in %llu kernels, %.3f ms scheduling)\n",
+           bench, 1e3 * total / bench, 1e3 * best, 1e3 * st.kernel_seconds / bench,
+           (unsigned long long)(st.kernels_run / (uint64_t)bench), 1e3 * st.schedule_seconds / bench);
   }
   tg_onnx_free(m);
   return 0;

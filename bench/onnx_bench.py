@@ -1,0 +1,84 @@
+"""onnx_bench.py — ResNet-18 and MobileNetV2 inference at batch 1 and 32 in tg, onnxruntime and
+PyTorch, in one run, on the same seeded input and the same thread count (docs/onnx.md, "Speed").
+
+  python3 bench/onnx_bench.py [--build build] [--threads N] [--runs R]
+
+tg runs build/example_onnx_run --bench (after a warm-up run that compiles; its thread pool uses
+TG_THREADS or the cores); onnxruntime uses the CPU execution provider with every graph
+optimization and intra_op_num_threads = N; PyTorch runs the same model in eval mode under
+torch.no_grad with torch.set_num_threads(N). Prints the mean and best latency of R runs each.
+Models come from scripts/onnx_models.py (exported once into BUILD/onnx_models).
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+import time
+
+import numpy as np
+import onnxruntime as ort
+import torch
+import torchvision
+from onnx import numpy_helper
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "scripts"))
+import onnx_models  # noqa: E402
+
+
+def timeit(fn, runs):
+    fn()  # warm-up
+    ts = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t)
+    return 1e3 * float(np.mean(ts)), 1e3 * float(np.min(ts))
+
+
+def bench_tg(build, path, pb, runs):
+    r = subprocess.run([os.path.join(build, "example_onnx_run"), path, pb, "--bench", str(runs)], capture_output=True,
+                       text=True, check=True)
+    m = re.search(r"mean ([0-9.]+) ms, best ([0-9.]+) ms", r.stdout)
+    return float(m.group(1)), float(m.group(2))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--runs", type=int, default=10)
+    args = ap.parse_args()
+    out = os.path.join(args.build, "onnx_models")
+    torch.set_num_threads(args.threads)
+    os.environ.setdefault("TG_THREADS", str(args.threads))
+    ctors = {"resnet18": torchvision.models.resnet18, "mobilenet_v2": torchvision.models.mobilenet_v2}
+    print(f"threads {args.threads}, {args.runs} runs each; latency mean / best in ms")
+    print(f"{'model':<14} {'batch':>5} {'tg':>17} {'onnxruntime':>17} {'PyTorch':>17} {'tg / ort':>9}")
+    for name, ctor in ctors.items():
+        path = os.path.join(out, name, "model.onnx")
+        if not os.path.exists(path):
+            onnx_models.export(name, ctor, (2, 3, 224, 224), out)
+        torch.manual_seed(0)
+        model = ctor().eval()
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = args.threads
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+        for batch in (1, 32):
+            x = np.random.default_rng(batch).standard_normal((batch, 3, 224, 224), dtype=np.float32)
+            pb = os.path.join(out, name, f"bench_input_b{batch}.pb")
+            with open(pb, "wb") as f:
+                f.write(numpy_helper.from_array(x).SerializeToString())
+            runs = args.runs if batch == 1 else max(3, args.runs // 3)
+            tg = bench_tg(args.build, path, pb, runs)
+            o = timeit(lambda: sess.run(None, {"input": x}), runs)
+            xt = torch.from_numpy(x)
+            with torch.no_grad():
+                p = timeit(lambda: model(xt), runs)
+            print(f"{name:<14} {batch:>5} {tg[0]:>8.1f} / {tg[1]:>6.1f} {o[0]:>8.1f} / {o[1]:>6.1f} "
+                  f"{p[0]:>8.1f} / {p[1]:>6.1f} {tg[0] / o[0]:>8.2f}x")
+
+
+if __name__ == "__main__":
+    main()
