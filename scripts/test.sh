@@ -3,7 +3,8 @@
 # everything warning-free, checks the build (the README's pkg-config command makes a program
 # that runs; a changed test fixture rebuilds its test), then runs the suite on each device
 # (the default, LLVM where libLLVM-14 loads, and CPU), under AddressSanitizer +
-# UndefinedBehaviorSanitizer (CPU), the thread tests under ThreadSanitizer, and the fuzzers; then
+# UndefinedBehaviorSanitizer (CPU), the thread tests under ThreadSanitizer, the fuzzers and the ONNX
+# conformance tests (docs/onnx.md); then
 # the Python package (python/): the README's venv install, and its pytest suite against PyTorch.
 # One line per stage with its seconds; the runner prints one line per test area. JOBS (default: the cores) sets make's and the runner's
 # parallelism; BUILD and SANBUILD the build directories (build, build-san).
@@ -45,7 +46,8 @@ build_checks() {
 
 stage "install packages" sh scripts/deps.sh gcc make libc6-dev zlib1g-dev pkg-config libopenblas-dev \
   dataset-fashion-mnist libllvm14 clang libclang-rt-14-dev ocl-icd-opencl-dev opencl-headers pocl-opencl-icd \
-  python3-cffi python3-numpy python3-torch python3-pytest python3-venv python3-pip
+  python3-cffi python3-numpy python3-torch python3-pytest python3-venv python3-pip \
+  libprotobuf-c-dev protobuf-c-compiler libonnx-dev libonnx-testdata
 # The README's Python install (docs/python.md): a venv that sees Debian's numpy, cffi and torch,
 # pip installs python/ with this build's libtg.so copied in; run from elsewhere, it uses that copy.
 python_install() {
@@ -69,6 +71,8 @@ stage "tests under ASan+UBSan (DEV=CPU)" env DEV=CPU make -s -j"$JOBS" test-sani
 # DEV=CPU: libLLVM is not built with ThreadSanitizer, whose reports inside it are about locks it cannot see
 stage "thread tests under ThreadSanitizer (DEV=CPU)" env DEV=CPU make -s -j"$JOBS" test-tsan
 stage "fuzzers (API + file loaders) under ASan+UBSan" make -s -j"$JOBS" fuzz-check
+# Every libonnx-testdata test (docs/onnx.md); fails if a test outside tests/onnx/known_failures.txt fails
+stage "ONNX conformance (libonnx-testdata)" make -s onnx-conformance ONNX_ARGS="-q -j$JOBS -x tests/onnx/known_failures.txt"
 stage "Python package: pip install into a venv (README)" python_install
 stage "Python package tests (pytest against PyTorch)" env TG_LIB="$PWD/$BUILD/libtg.so" \
   /usr/bin/python3 -m pytest -q -p no:cacheprovider python/tests

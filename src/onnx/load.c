@@ -23,23 +23,16 @@ static int64_t max_out_bytes(void) {
 
 /* ---------------------------------------------------------------- value names */
 
-/* Open-addressing table from name to value number, sized for every name the graph holds. */
-typedef struct name_map {
-  const char **keys;
-  int *vals;
-  size_t cap;
-} name_map;
-
 static uint64_t str_hash(const char *s) { return hash_bytes(s, strlen(s), 0x6f6e6e78); }
 
-static int map_get(const name_map *m, const char *key) {
+static int map_get(const ox_names *m, const char *key) {
   for (size_t i = str_hash(key) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
     if (!m->keys[i]) return -1;
     if (!strcmp(m->keys[i], key)) return m->vals[i];
   }
 }
 
-static void map_put(name_map *m, const char *key, int val) {
+static void map_put(ox_names *m, const char *key, int val) {
   size_t i = str_hash(key) & (m->cap - 1);
   while (m->keys[i]) i = (i + 1) & (m->cap - 1);
   m->keys[i] = key, m->vals[i] = val;
@@ -49,9 +42,20 @@ static void map_put(name_map *m, const char *key, int val) {
 
 typedef struct builder {
   ox_graph *g;
-  name_map map;
-  int *defined; /* per value: 1 initializer, 2 graph input, 3 node output */
+  ox_names map;
+  int *defined;        /* per value: 1 initializer, 2 graph input, 3 node output, 4 captured */
+  const ox_env *outer; /* a subgraph's enclosing graphs, or NULL */
+  size_t cap_values;   /* room in the value arrays */
 } builder;
+
+/* The value `name` has in the enclosing graphs (NULL if none). */
+static tg_tensor *outer_value(const ox_env *e, const char *name) {
+  for (; e; e = e->parent) {
+    int v = map_get(&e->g->map, name);
+    if (v >= 0 && e->vals[v]) return e->vals[v];
+  }
+  return NULL;
+}
 
 /* Number a defined value; a name defined twice is an error (initializer + input is allowed). */
 static int define(builder *b, const char *name, int how) {
@@ -71,8 +75,8 @@ static int define(builder *b, const char *name, int how) {
 
 static int graph_alloc(builder *b, const Onnx__GraphProto *gp) {
   ox_graph *g = b->g;
-  size_t names = gp->n_initializer + gp->n_input;
-  for (size_t i = 0; i < gp->n_node; i++) names += gp->node[i]->n_output;
+  size_t names = gp->n_initializer + gp->n_input + gp->n_output;
+  for (size_t i = 0; i < gp->n_node; i++) names += gp->node[i]->n_output + gp->node[i]->n_input;
   size_t cap = 16;
   while (cap < 2 * names + 2) cap *= 2;
   b->map.cap = cap;
@@ -117,9 +121,16 @@ static int define_all(builder *b, const Onnx__GraphProto *gp) {
   return 0;
 }
 
-/* A value used by a node or as a graph output must be defined. */
+/* A value used by a node or as a graph output must be defined (in a subgraph: here or in an
+ * enclosing graph, whose value is captured). */
 static int use(builder *b, const char *name, const char *who) {
   int v = map_get(&b->map, name);
+  tg_tensor *t = v < 0 && b->outer ? outer_value(b->outer, name) : NULL;
+  if (t) {
+    v = b->g->nvals++;
+    b->g->names[v] = name, b->defined[v] = 4, b->g->init[v] = tg_retain(t);
+    map_put(&b->map, name, v);
+  }
   if (v < 0)
     return tg_set_error(TG_ERR_IO, "ONNX: %s uses value '%.200s', which nothing defines (a missing initializer?)", who,
                         name), -1;
@@ -216,8 +227,8 @@ static int bind_values(builder *b, const Onnx__GraphProto *gp, const char *dir) 
   return rc < 0 ? tg_error_status_or(TG_ERR_IO) : 0;
 }
 
-static int graph_build(ox_graph *g, const Onnx__GraphProto *gp, const char *dir) {
-  builder b = {.g = g};
+static int graph_build(ox_graph *g, const Onnx__GraphProto *gp, const char *dir, const ox_env *outer) {
+  builder b = {.g = g, .outer = outer};
   g->gp = gp;
   int rc = graph_alloc(&b, gp);
   if (!rc) rc = define_all(&b, gp);
@@ -225,7 +236,8 @@ static int graph_build(ox_graph *g, const Onnx__GraphProto *gp, const char *dir)
   if (!rc) rc = order_nodes(&b, gp);
   if (!rc) rc = bind_values(&b, gp, dir);
   g->nnodes = (int)gp->n_node;
-  free(b.map.keys), free(b.map.vals), free(b.defined);
+  g->map = b.map; /* kept: subgraphs look names up in it */
+  free(b.defined);
   return rc < 0 ? tg_error_status_or(TG_ERR_IO) : 0;
 }
 
@@ -233,7 +245,7 @@ static void graph_free(ox_graph *g) {
   for (int v = 0; g->init && v < g->nvals; v++) tg_free(g->init[v]);
   for (int i = 0; g->node_in && i < g->nnodes; i++) free(g->node_in[i]);
   free(g->names), free(g->init), free(g->inputs), free(g->input_names), free(g->input_types), free(g->outputs), free(g->output_names);
-  free(g->nodes), free(g->node_in), free(g->node_out);
+  free(g->nodes), free(g->node_in), free(g->node_out), free(g->map.keys), free(g->map.vals);
 }
 
 /* ---------------------------------------------------------------- model */
@@ -272,7 +284,7 @@ tg_onnx_model *tg_onnx_load(const char *path) {
   else if (!(m->dir = dir_of(path))) rc = tg_set_error(TG_ERR_NOMEM, "tg_onnx_load: out of memory");
   if (!rc) {
     m->opset = model_opset(m->proto);
-    rc = graph_build(&m->g, m->proto->graph, m->dir);
+    rc = graph_build(&m->g, m->proto->graph, m->dir, NULL);
   }
   if (rc) {
     tg_onnx_free(m);
@@ -331,20 +343,21 @@ static int check_attrs(const ox_node *n, const ox_op *op) {
   return 0;
 }
 
-/* Run one node: look its op up, check attributes, call, check outputs. */
-static int run_node(const tg_onnx_model *m, int k, tg_tensor **vals) {
-  const ox_graph *g = &m->g;
-  ox_node n = {.np = g->nodes[k], .opset = m->opset};
+/* Run node k of e's graph: look its op up, check attributes, call, check outputs. */
+static int run_node(const ox_env *e, int k) {
+  const ox_graph *g = e->g;
+  int opset = e->m->opset;
+  ox_node n = {.np = g->nodes[k], .env = e, .opset = opset};
   const char *dom = n.np->domain;
   if (dom && dom[0] && strcmp(dom, "ai.onnx"))
     return ox_fail(&n, TG_ERR_ARG, "op domain '%s' is not supported", dom);
   const ox_op *op = ox_find_op(n.np->op_type);
   if (!op) return ox_fail(&n, TG_ERR_ARG, "op %s is not supported", n.np->op_type);
-  if (m->opset < op->min_opset)
-    return ox_fail(&n, TG_ERR_ARG, "opset %d is older than the %d this op is implemented for", m->opset, op->min_opset);
+  if (opset < op->min_opset)
+    return ox_fail(&n, TG_ERR_ARG, "opset %d is older than the %d this op is implemented for", opset, op->min_opset);
   if (check_attrs(&n, op)) return TG_ERR_ARG;
   n.nin = (int)n.np->n_input, n.nout = (int)n.np->n_output;
-  for (int i = 0; i < n.nin; i++) n.in[i] = g->node_in[k][i] >= 0 ? vals[g->node_in[k][i]] : NULL;
+  for (int i = 0; i < n.nin; i++) n.in[i] = g->node_in[k][i] >= 0 ? e->vals[g->node_in[k][i]] : NULL;
   tg_clear_error();
   int rc = op->fn(&n);
   for (int i = 0; rc == 0 && i < n.nout; i++) {
@@ -355,18 +368,49 @@ static int run_node(const tg_onnx_model *m, int k, tg_tensor **vals) {
     if (!ck_mul(tg_numel(n.out[i]), (int64_t)tg_dtype_size(tg_get_dtype(n.out[i])), &bytes) || bytes > max_out_bytes())
       return ox_fail(&n, TG_ERR_SHAPE, "output %d would take more than %lld bytes (TG_ONNX_MAX_BYTES)", i,
                      (long long)max_out_bytes());
-    vals[v] = n.out[i];
+    e->vals[v] = n.out[i];
   }
   if (rc < 0) {
-    const char *e = tg_last_error();
-    if (!strstr(e, n.np->op_type)) {
+    const char *msg0 = tg_last_error();
+    if (!strstr(msg0, n.np->op_type)) {
       char msg[600];
-      snprintf(msg, sizeof msg, "%s", e[0] ? e : "failed");
+      snprintf(msg, sizeof msg, "%s", msg0[0] ? msg0 : "failed");
       ox_fail(&n, tg_error_status_or(TG_ERR_ARG), "%s", msg);
     }
     return tg_error_status_or(TG_ERR_ARG);
   }
   return 0;
+}
+
+static int run_nodes(const ox_env *e) {
+  int rc = 0;
+  for (int k = 0; !rc && k < e->g->nnodes; k++) rc = run_node(e, k);
+  return rc;
+}
+
+#define OX_MAX_DEPTH 16 /* subgraphs inside subgraphs */
+
+int ox_run_subgraph(ox_node *n, const Onnx__GraphProto *gp, tg_tensor **in, int nin, tg_tensor **out, int nout) {
+  const ox_env *outer = n->env;
+  if (!gp) return ox_fail(n, TG_ERR_ARG, "a graph attribute is missing");
+  if (outer->depth >= OX_MAX_DEPTH) return ox_fail(n, TG_ERR_ARG, "subgraphs nested more than %d deep", OX_MAX_DEPTH);
+  ox_graph g = {0};
+  int rc = graph_build(&g, gp, outer->m->dir, outer);
+  if (!rc && (nin != g.ninputs || nout != g.noutputs))
+    rc = ox_fail(n, TG_ERR_ARG, "the subgraph has %d inputs and %d outputs, not %d and %d", g.ninputs, g.noutputs, nin,
+                 nout);
+  tg_tensor **vals = rc ? NULL : calloc((size_t)g.nvals + 1, sizeof *vals);
+  if (!rc && !vals) rc = tg_set_error(TG_ERR_NOMEM, "ONNX: out of memory");
+  for (int v = 0; !rc && v < g.nvals; v++) vals[v] = g.init[v];
+  for (int i = 0; !rc && i < nin; i++) vals[g.inputs[i]] = in[i];
+  ox_env e = {outer->m, &g, vals, outer, outer->depth + 1};
+  if (!rc) rc = run_nodes(&e);
+  for (int i = 0; !rc && i < nout; i++) /* new handles: an initializer dies with g */
+    if (!(out[i] = vals[g.outputs[i]] ? tensor_wrap(vals[g.outputs[i]]->u) : NULL))
+      rc = ox_fail(n, TG_ERR_ARG, "subgraph output '%s' has no value", g.output_names[i]);
+  free(vals);
+  graph_free(&g);
+  return rc;
 }
 
 static int check_run_args(const tg_onnx_model *m, tg_tensor *const *inputs, int n_inputs, tg_tensor **outputs,
@@ -408,7 +452,8 @@ int tg_onnx_run(tg_onnx_model *m, tg_tensor *const *inputs, int n_inputs, tg_ten
     rc = check_input(g, i, &t);
     vals[g->inputs[i]] = t;
   }
-  for (int k = 0; !rc && k < g->nnodes; k++) rc = run_node(m, k, vals);
+  ox_env e = {m, g, vals, NULL, 0};
+  if (!rc) rc = run_nodes(&e);
   for (int i = 0; !rc && i < n_outputs; i++)
     if (!(outputs[i] = tg_retain(vals[g->outputs[i]])))
       rc = tg_set_error(TG_ERR_ARG, "tg_onnx_run: graph output '%s' has no value (an input left NULL?)",

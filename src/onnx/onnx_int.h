@@ -14,9 +14,19 @@
 #define OX_MAX_DIMS 64 /* the most dims a tensor may have here (tg's limit) */
 #define OX_MAX_IO 64   /* the most inputs or outputs of one node a handler sees */
 
-/* A graph after loading: values numbered, nodes in an order where every input comes first. */
+/* Open-addressing table from value name to value number. */
+typedef struct ox_names {
+  const char **keys;
+  int *vals;
+  size_t cap;
+} ox_names;
+
+/* A graph after loading: values numbered, nodes in an order where every input comes first.
+ * init[v] holds a reference to an initializer, or, in a subgraph, to a value it captures from
+ * the graphs around it. */
 typedef struct ox_graph {
   const Onnx__GraphProto *gp;
+  ox_names map;
   int nvals;
   const char **names;   /* value names (borrowed from the proto) */
   tg_tensor **init;     /* per value: the initializer (model-owned), else NULL */
@@ -36,9 +46,19 @@ struct tg_onnx_model {
   ox_graph g;
 };
 
+/* A graph being run: its values, and the graph around it (subgraphs see its values). */
+typedef struct ox_env {
+  const struct tg_onnx_model *m;
+  const ox_graph *g;
+  tg_tensor **vals;
+  const struct ox_env *parent;
+  int depth;
+} ox_env;
+
 /* What a handler sees: its node, inputs (NULL: omitted) and outputs to fill. */
 typedef struct ox_node {
   const Onnx__NodeProto *np;
+  const ox_env *env;
   int opset;
   int nin, nout;
   tg_tensor *in[OX_MAX_IO];
@@ -55,7 +75,7 @@ typedef struct ox_op {
   const char *attrs; /* the attributes it reads, comma-separated: any other is an error */
 } ox_op;
 
-extern const ox_op ox_ops_math[], ox_ops_shape[], ox_ops_nn[], ox_ops_resize[], ox_ops_extra[], ox_ops_rnn[], ox_ops_grid[];
+extern const ox_op ox_ops_math[], ox_ops_shape[], ox_ops_nn[], ox_ops_resize[], ox_ops_extra[], ox_ops_rnn[], ox_ops_grid[], ox_ops_control[];
 /* The entry for op_type at opset (NULL: not supported). */
 const ox_op *ox_find_op(const char *op_type);
 
@@ -91,6 +111,9 @@ int ox_host_doubles(tg_tensor *t, double *out, int cap);
 int ox_axis(const ox_node *n, int64_t axis, int ndim);
 /* Quantize float xf: round half to even of xf / scale, + zero point, saturated to dt (ops_extra.c). */
 tg_tensor *ox_quantize(tg_tensor *xf, tg_tensor *scale, tg_tensor *zp, tg_dtype dt);
+/* Run subgraph gp (an If branch, a Loop or Scan body) inside the node's graph: in[nin] bind its
+ * inputs in order, out[nout] receive its outputs (tensors in the current scope). 0 or < 0. */
+int ox_run_subgraph(ox_node *n, const Onnx__GraphProto *gp, tg_tensor **in, int nin, tg_tensor **out, int nout);
 /* Set output i (the handler's result); NULL makes the node fail. */
 static inline int ox_set(ox_node *n, int i, tg_tensor *t) {
   n->out[i] = t;
