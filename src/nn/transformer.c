@@ -29,7 +29,7 @@ tg_tensor *tg_embedding_lookup(tg_tensor *weight, tg_tensor *indices) {
   if (tg_ndim(weight) != 2) return ARG_ERROR("embedding_lookup: weight must be (num, dim), got rank %d", tg_ndim(weight));
   tg_dtype dt = tg_get_dtype(indices);
   if (tg_dtype_is_float(dt) || dt == TG_BOOL)
-    return tg_set_error(TG_ERR_ARG, "embedding_lookup: indices must be integers, got %s", tg_dtype_name(dt)), NULL;
+    return ARG_ERROR("embedding_lookup: indices must be integers, got %s", tg_dtype_name(dt));
   return tg_index_select(weight, 0, indices);
 }
 
