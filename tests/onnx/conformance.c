@@ -132,12 +132,8 @@ static int run_set(tg_onnx_model *m, const char *set, char *why, size_t cap) {
     else if (tg_get_dtype(want) == TG_UINT16 && tg_get_dtype(out[i]) == TG_BFLOAT16)
       out[i] = tg_bitcast(out[i], TG_UINT16); /* onnx 1.12 stores bfloat16 data as uint16 bits */
     if (rc) continue;
-    if (compare(out[i], want, why, cap)) {
-      char tmp[512];
-      snprintf(tmp, sizeof tmp, "output %d: %s", i, why);
-      snprintf(why, cap, "%s", tmp);
-      rc = 1;
-    }
+    char detail[1024];
+    if (compare(out[i], want, detail, sizeof detail)) rc = verdict(1, why, cap, "output %d: %s", i, detail);
   }
   return rc;
 }
