@@ -457,7 +457,8 @@ static void render_value(renderer *r, uop *u) {
     vector_expr(r, u, w, &e);
     sb_printf(&r->out, "%s %s = %s;\n", vtype(r, u->dtype, w, V_VALUE), name_of(r, u), e.s);
   } else {
-    const char *round = u->op == OP_LOAD || u->op == OP_GEP ? "" : round_fn(u->dtype);
+    bool exact = u->op == OP_LOAD || u->op == OP_GEP || u->op == OP_BITCAST; /* already a 16-bit value */
+    const char *round = exact ? "" : round_fn(u->dtype);
     scalar_expr(r, u, &e);
     if (*round) sb_printf(&r->out, "%s %s = %s(%s);\n", ctype(u->dtype), name_of(r, u), round, e.s);
     else sb_printf(&r->out, "%s %s = %s;\n", ctype(u->dtype), name_of(r, u), e.s);
