@@ -166,7 +166,8 @@ static int op_pool(ox_node *n) {
     return ox_set(n, 0, tg_div(tg_avg_pool(x, g.nsp, g.k, &o), tg_avg_pool(ones, g.nsp, g.k, &o)));
   }
   if (avg) return ox_set(n, 0, tg_avg_pool(x, g.nsp, g.k, &o));
-  if (ox_attr_i(n, "storage_order", 0)) return ox_fail(n, TG_ERR_ARG, "storage_order 1 is not supported");
+  bool colmajor = ox_attr_i(n, "storage_order", 0) != 0;
+  if (colmajor && g.nsp != 2) return ox_fail(n, TG_ERR_ARG, "storage_order 1 needs 2 spatial axes");
   if (wide && n->nout > 1) return ox_fail(n, TG_ERR_ARG, "Indices with pads beyond half the kernel are not supported");
   tg_tensor *idx = NULL;
   tg_tensor *y = tg_max_pool(x, g.nsp, g.k, &o, n->nout > 1 ? &idx : NULL);
@@ -174,6 +175,11 @@ static int op_pool(ox_node *n) {
     int64_t spatial = 1, N = tg_dim(x, 0), C = tg_dim(x, 1), s[MAXD] = {N, C};
     for (int i = 0; i < g.nsp; i++) spatial *= tg_dim(x, 2 + i), s[2 + i] = 1;
     tg_tensor *base = tg_reshape(tg_mul_s(tg_arange(0, (double)(N * C), 1, TG_INT64), (double)spatial), s, 2 + g.nsp);
+    if (colmajor) { /* row-major h * W + w becomes w * H + h */
+      int64_t H = tg_dim(x, 2), W = tg_dim(x, 3);
+      tg_tensor *h = tg_floordiv(idx, tg_full_like(idx, (double)W)), *w = tg_sub(idx, tg_mul_s(h, (double)W));
+      idx = tg_add(tg_mul_s(w, (double)H), h);
+    }
     n->out[1] = tg_add(idx, base);
   }
   return ox_set(n, 0, tg_get_dtype(y) == dt ? y : tg_cast(y, dt));
