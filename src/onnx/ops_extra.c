@@ -149,11 +149,18 @@ static int op_max_unpool(ox_node *n) {
     if (ox_host_ints(IN(2), os, MAXD) != nd) return ox_fail(n, TG_ERR_ARG, "output_shape must have %d values", nd);
     osz = os + 2;
   }
-  /* ONNX indices count over the whole tensor, tg's within a channel */
-  int64_t spatial = 1, N = tg_dim(x, 0), C = tg_dim(x, 1), s[MAXD] = {N, C};
-  for (int i = 0; i < nsp; i++) spatial *= osz ? osz[i] : (tg_dim(x, 2 + i) - 1) * st[i] - 2 * pd[i] + k[i], s[2 + i] = 1;
+  /* ONNX indices count over the whole tensor of the default size, tg's within a channel; a
+   * larger output_shape pads that result at the end (as the reference does) */
+  int64_t spatial = 1, N = tg_dim(x, 0), C = tg_dim(x, 1), s[MAXD] = {N, C}, dflt[MAXD];
+  int64_t before[MAXD] = {0}, after[MAXD] = {0};
+  for (int i = 0; i < nsp; i++) {
+    dflt[i] = (tg_dim(x, 2 + i) - 1) * st[i] - 2 * pd[i] + k[i], spatial *= dflt[i], s[2 + i] = 1;
+    after[2 + i] = osz ? osz[i] - dflt[i] : 0;
+    if (after[2 + i] < 0) return ox_fail(n, TG_ERR_ARG, "output_shape is smaller than the unpooled size");
+  }
   tg_tensor *base = tg_reshape(tg_mul_s(tg_arange(0, (double)(N * C), 1, TG_INT64), (double)spatial), s, nd);
-  return ox_set(n, 0, tg_max_unpool(x, tg_sub(tg_cast(idx, TG_INT64), base), nsp, k, st, pd, osz));
+  tg_tensor *y = tg_max_unpool(x, tg_sub(tg_cast(idx, TG_INT64), base), nsp, k, st, pd, dflt);
+  return ox_set(n, 0, osz ? tg_pad(y, before, after, 0.0) : y);
 }
 
 const ox_op ox_ops_extra[] = {
