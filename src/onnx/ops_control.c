@@ -8,7 +8,7 @@
 #include "runtime/helpers.h"
 
 #define IN(i) (n->nin > (i) ? n->in[i] : NULL)
-#define MAX_ITERS 65536
+#define MAX_ITERS 4096
 
 static const Onnx__GraphProto *graph_attr(const ox_node *n, const char *name) {
   const Onnx__AttributeProto *a = ox_attr(n, name);
