@@ -69,7 +69,8 @@ static int host_read(tg_tensor *t, tg_dtype dt, void *out, int cap) {
   int64_t n = tg_numel(t);
   if (n > cap) return tg_set_error(TG_ERR_ARG, "ONNX: an input read as a list has %lld values (at most %d)", (long long)n, cap);
   tg_scope *s = tg_scope_begin();
-  int rc = n ? tg_to_host(tg_cast(t, dt), out, (size_t)n * tg_dtype_size(dt)) : 0;
+  tg_tensor *v = tg_get_dtype(t) == dt ? t : tg_cast(t, dt); /* shapes are int64 already: no kernel */
+  int rc = n ? tg_to_host(v, out, (size_t)n * tg_dtype_size(dt)) : 0;
   tg_scope_end(s);
   return rc < 0 ? rc : (int)n;
 }
