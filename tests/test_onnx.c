@@ -134,6 +134,7 @@ static void run_fails_with(const char *path, const char *want) {
 TEST(onnx_unsupported_op_and_attribute_are_named) {
   run_fails_with(FIX "unsupported_op.onnx", "op FancyOp is not supported");
   run_fails_with(FIX "unsupported_attr.onnx", "Relu node '': attribute 'shininess' is not supported");
+  run_fails_with(FIX "split_no_outputs.onnx", "Split node '': no outputs");
 }
 
 TEST(onnx_run_argument_errors) {

@@ -111,13 +111,14 @@ static int op_conv_transpose(ox_node *n) {
   tg_tensor *x = IN(0), *w = IN(1), *b = IN(2);
   window g;
   if (!x || !w) return -1;
-  ox_node tmp = *n; /* auto_pad here means the output size, not the input's: read pads alone */
-  const char *ap = ox_attr_s(n, "auto_pad", "NOTSET");
-  if (window_read(&tmp, x, w, &g) && strcmp(ap, "NOTSET")) tg_clear_error();
+  const char *ap = ox_attr_s(n, "auto_pad", "NOTSET"); /* SAME_*: pads from the output size, below */
+  if (window_read(n, x, w, &g)) return -1;
   int64_t op[MAXD] = {0}, os[MAXD], v[MAXD];
   int c = ox_attr_ints(n, "output_padding", v, MAXD);
   for (int i = 0; i < g.nsp; i++) op[i] = c > i ? v[i] : 0;
   int nos = ox_attr_ints(n, "output_shape", os, MAXD);
+  if (nos >= 0 && nos != g.nsp && nos != g.nsp + 2)
+    return ox_fail(n, TG_ERR_ARG, "output_shape has %d values for %d spatial axes", nos, g.nsp);
   bool same = !strncmp(ap, "SAME", 4), upper = !strcmp(ap, "SAME_UPPER");
   for (int i = 0; i < g.nsp && (nos >= 1 || same); i++) {
     int64_t in = tg_dim(x, 2 + i), full = (in - 1) * g.stride[i] + (int64_t)(g.k[i] - 1) * g.dil[i] + 1 + op[i];
@@ -292,7 +293,7 @@ static int op_lrn(ox_node *n) {
   int64_t size = ox_attr_i(n, "size", 0), C = tg_dim(x, 1);
   double alpha = ox_attr_f(n, "alpha", 1e-4), beta = ox_attr_f(n, "beta", 0.75), bias = ox_attr_f(n, "bias", 1.0);
   int nd = tg_ndim(x);
-  if (size < 1 || nd < 2) return ox_fail(n, TG_ERR_ARG, "size must be >= 1 and the input at least 2-D");
+  if (size < 1 || size > 2 * C + 1 || nd < 2) return ox_fail(n, TG_ERR_ARG, "size must be 1 to 2 C + 1 and the input at least 2-D");
   int64_t b[MAXD] = {0}, a[MAXD] = {0};
   b[1] = (size - 1) / 2, a[1] = size - 1 - b[1];
   tg_tensor *sq = tg_pad(tg_mul(x, x), b, a, 0.0), *sum = NULL;

@@ -141,7 +141,7 @@ static int op_split(ox_node *n) {
   int k = n->opset >= 13 ? (IN(1) ? ox_host_ints(IN(1), sizes, OX_MAX_IO) : -1) : ox_attr_ints(n, "split", sizes, OX_MAX_IO);
   if (k < -1) return -1;
   if (k <= 0) { /* equal parts; the last smaller (opset 18) */
-    k = n->nout;
+    if ((k = n->nout) < 1) return ox_fail(n, TG_ERR_ARG, "no outputs");
     int64_t part = (dim + k - 1) / k;
     for (int i = 0; i < k; i++) sizes[i] = i < k - 1 ? part : dim - part * (k - 1);
   }
@@ -405,7 +405,7 @@ static int op_trilu(ox_node *n) {
 static int op_depth_space(ox_node *n) {
   tg_tensor *x = IN(0);
   int64_t s[MAXD], b = ox_attr_i(n, "blocksize", 0);
-  if (tg_shape(x, s, MAXD) != 4 || b < 1) return ox_fail(n, TG_ERR_ARG, "needs a 4-D input and blocksize >= 1");
+  if (tg_shape(x, s, MAXD) != 4 || b < 1 || b > 65536) return ox_fail(n, TG_ERR_ARG, "needs a 4-D input and blocksize 1 to 65536");
   int64_t N = s[0], C = s[1], H = s[2], W = s[3];
   if (!strcmp(n->np->op_type, "SpaceToDepth")) {
     int64_t s6[6] = {N, C, H / b, b, W / b, b}, o[4] = {N, C * b * b, H / b, W / b};

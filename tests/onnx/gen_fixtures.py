@@ -71,6 +71,9 @@ def main():
                                        [vi("Y", [2])]).SerializeToString())
     write("unsupported_attr.onnx", model([helper.make_node("Relu", ["X"], ["Y"], shininess=3)], [vi("X", [2])],
                                          [vi("Y", [2])]).SerializeToString())
+    # a Split with no outputs (once a division by zero) and a graph whose output is its input
+    write("split_no_outputs.onnx", model([helper.make_node("Split", ["X"], [])], [vi("X", [2])],
+                                         [vi("X", [2])]).SerializeToString())
     write("twice.onnx", model([helper.make_node("Relu", ["X"], ["Y"]), helper.make_node("Abs", ["X"], ["Y"])],
                               [vi("X", [2])], [vi("Y", [2])]).SerializeToString())
     # external data: W's 24 bytes at offset 8 of a file beside the model; and one pointing outside
