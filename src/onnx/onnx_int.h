@@ -75,7 +75,7 @@ typedef struct ox_op {
   const char *attrs; /* the attributes it reads, comma-separated: any other is an error */
 } ox_op;
 
-extern const ox_op ox_ops_math[], ox_ops_shape[], ox_ops_nn[], ox_ops_resize[], ox_ops_extra[], ox_ops_rnn[], ox_ops_grid[], ox_ops_control[], ox_ops_signal[], ox_ops_nms[], ox_ops_unique[];
+extern const ox_op ox_ops_math[], ox_ops_shape[], ox_ops_nn[], ox_ops_resize[], ox_ops_extra[], ox_ops_rnn[], ox_ops_grid[], ox_ops_control[], ox_ops_signal[], ox_ops_nms[], ox_ops_unique[], ox_ops_tfidf[];
 /* The entry for op_type at opset (NULL: not supported). */
 const ox_op *ox_find_op(const char *op_type);
 
