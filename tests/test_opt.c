@@ -241,7 +241,10 @@ TEST(opt_random_actions_match_unoptimized) {
   CHECK(applied > total); /* the sequences really did something */
 }
 
-TEST(opt_default_heuristics_match_unoptimized) {
+/* Every case under the default heuristics against the unoptimized run, then through the
+ * normal (cached) path; lane_by_lane: with every vector node split lane by lane instead
+ * (devectorize with no vector forms, as for a renderer without vectors). */
+static void check_default_heuristics(bool lane_by_lane) {
   for (int k = 0; k < NCASES; k++) {
     const opt_case *c = &cases[k];
     tg_tensor *in[3];
@@ -249,42 +252,29 @@ TEST(opt_default_heuristics_match_unoptimized) {
     int64_t n, m;
     double *ref = reference(c, in, &n), *got;
     program_set_opt_hook(default_opts, NULL);
+    program_set_lane_by_lane(lane_by_lane);
     int rc = run_case(c, in, &got, &m);
+    program_set_lane_by_lane(false);
     program_set_opt_hook(NULL, NULL);
     CHECK(rc == 0 && m == n);
-    if (ref && rc == 0) CHECK(compare("default", c, ref, got, n) == 0);
+    if (ref && rc == 0) CHECK(compare(lane_by_lane ? "lane by lane" : "default", c, ref, got, n) == 0);
     free(got);
-    /* and through the normal (cached) path */
-    rc = run_case(c, in, &got, &m);
-    if (ref && rc == 0) CHECK(compare("cached", c, ref, got, n) == 0);
-    free(got);
+    if (!lane_by_lane) {
+      rc = run_case(c, in, &got, &m);
+      if (ref && rc == 0) CHECK(compare("cached", c, ref, got, n) == 0);
+      free(got);
+    }
     free(ref);
     free_inputs(in, c->nin);
   }
 }
 
-/* The same kernels with every vector node split lane by lane (devectorize with no vector
- * forms, as for a renderer without vectors): the GEP/VECTORIZE form computes the same values
- * as the vector one. */
+TEST(opt_default_heuristics_match_unoptimized) { check_default_heuristics(false); }
+
+/* The GEP/VECTORIZE form of the same kernels computes what their vector form does. */
 TEST(opt_lane_by_lane_matches_vectors) {
   NEED_HOST_DEVICE(); /* work-item devices have no lanes to split */
-  for (int k = 0; k < NCASES; k++) {
-    const opt_case *c = &cases[k];
-    tg_tensor *in[3];
-    make_inputs(c, in);
-    int64_t n, m;
-    double *ref = reference(c, in, &n), *got;
-    program_set_opt_hook(default_opts, NULL);
-    program_set_lane_by_lane(true);
-    int rc = run_case(c, in, &got, &m);
-    program_set_lane_by_lane(false);
-    program_set_opt_hook(NULL, NULL);
-    CHECK(rc == 0 && m == n);
-    if (ref && rc == 0) CHECK(compare("lane by lane", c, ref, got, n) == 0);
-    free(got);
-    free(ref);
-    free_inputs(in, c->nin);
-  }
+  check_default_heuristics(true);
 }
 
 /* Explicit sequences that random draws may miss: both GROUP flavours (two stages), PADTO of
