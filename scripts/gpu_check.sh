@@ -1,6 +1,7 @@
 #!/bin/sh
 # gpu_check.sh — what a machine with an NVIDIA GPU checks (issue 14, item 4): build tg, run the
-# CUDA device's own tests, the whole suite under DEV=CUDA, and bench/gpu (tg against PyTorch's
+# CUDA device's own tests, the whole suite under DEV=CUDA (NVRTC's cubins, then CUDA_PTX=1: the PTX
+# renderer's kernels through the driver's JIT), and bench/gpu (tg against PyTorch's
 # cuBLAS on the same GPU, when a Python with CUDA PyTorch is found); then one table line per
 # step and the failed tests. Logs: $LOG (default /tmp/tg-gpu-check). BUILD: the build directory
 # (default build-gpu); JOBS: make's and the runner's parallelism (default: the cores); PYTHON:
@@ -42,6 +43,7 @@ echo "GPU: $(nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv
 step build make -s -j"$JOBS" BUILD="$BUILD" "$BUILD/test_tg" "$BUILD/libtg.so" "$BUILD/tg.pc" "$BUILD/bench_gpu"
 step cuda-tests env DEV=CUDA SPEC=1 VERBOSE=1 "./$BUILD/test_tg" cuda
 step suite-cuda env DEV=CUDA make -s BUILD="$BUILD" test
+step suite-cuda-ptx env DEV=CUDA CUDA_PTX=1 make -s BUILD="$BUILD" test
 PY=$(find_python)
 if [ -n "$PY" ]; then
   # shellcheck disable=SC2086 # GPU_SIZES is a list of sizes
@@ -51,7 +53,7 @@ else
 fi
 
 echo "---- failed tests (DEV=CUDA)"
-grep -h '^FAIL ' "$LOG/cuda-tests.txt" "$LOG/suite-cuda.txt" 2>/dev/null || echo "none"
+grep -H '^FAIL ' "$LOG/cuda-tests.txt" "$LOG/suite-cuda.txt" "$LOG/suite-cuda-ptx.txt" 2>/dev/null || echo "none"
 [ -f "$LOG/bench-gpu.txt" ] && { echo "---- bench/gpu"; cat "$LOG/bench-gpu.txt"; }
 echo "logs in $LOG"
 exit $failed
