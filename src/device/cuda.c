@@ -302,7 +302,15 @@ int cuda_nvrtc_cubin(const char *src, const char *arch, const char *const *names
 
 /* ---------------------------------------------------------------- ptxas */
 
-bool cuda_ptx_mode(void) { return tg_getenv_int("CUDA_PTX", 0) != 0; }
+/* Read once: the device's renderer and its compiler must agree for the life of the process. */
+static pthread_once_t ptx_once = PTHREAD_ONCE_INIT;
+static bool ptx_mode;
+static void ptx_mode_once(void) { ptx_mode = tg_getenv_int("CUDA_PTX", 0) != 0; }
+
+bool cuda_ptx_mode(void) {
+  pthread_once(&ptx_once, ptx_mode_once);
+  return ptx_mode;
+}
 
 /* ptxas: $TG_PTXAS, $CUDA_PATH/bin/ptxas or PTXAS_PATH; false with why when none runs. */
 static bool find_ptxas(char *path, size_t n, char *why, size_t wn) {

@@ -31,8 +31,8 @@ int cuda_offline_check(const lin_program *progs, int n, const char *const *names
  * the ones whose PTX ptxas assembled (CUDA_PTX=1). */
 extern _Atomic uint64_t cuda_checked_kernels, cuda_ptx_checked_kernels;
 
-/* CUDA_PTX=1 (read each call): the device renders PTX (render_ptx) and the driver compiles it,
- * and the offline check also assembles every kernel's PTX with ptxas. */
+/* CUDA_PTX=1 (read once per process): the device renders PTX (render_ptx) and the driver
+ * compiles it, and the offline check also assembles every kernel's PTX with ptxas. */
 bool cuda_ptx_mode(void);
 
 /* Whether ptxas is there ($TG_PTXAS, $CUDA_PATH/bin/ptxas, /usr/local/cuda/bin/ptxas); false
