@@ -358,6 +358,10 @@ TEST(ptx_every_dtype_and_op_assembles) {
       CHECK(strstr(ptx, "div.rn.f32") && strstr(ptx, "sqrt.rn.f32") && strstr(ptx, "ld.global.nc.f32"));
       CHECK(strstr(ptx, ".visible .entry ops_float32(") && strstr(ptx, ".target sm_90"));
     }
+    if (ptx && dt == TG_INT8) CHECK(strstr(ptx, "ld.global.nc.s8") && strstr(ptx, "cvt.s32.s8")); /* kept to 8 bits */
+    if (ptx && dt == TG_FLOAT16) CHECK(strstr(ptx, "ld.global.nc.b16") && strstr(ptx, "cvt.rn.f16.f32")); /* rounded */
+    if (ptx && dt == TG_BOOL) CHECK(strstr(ptx, "selp.u32") && strstr(ptx, "st.global.u8")); /* a byte 0/1 */
+    if (ptx && dt == TG_FLOAT64) CHECK(!strstr(ptx, ".approx")); /* exp2/log2/sin/pow: polynomials, no f32 shortcut */
     free(ptx);
     tg_clear_error();
     uop_pool_release(mark);
