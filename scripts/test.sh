@@ -3,7 +3,8 @@
 # everything warning-free, checks the build (the README's pkg-config command makes a program
 # that runs; a changed test fixture rebuilds its test), then runs the suite on each device
 # (the default, LLVM where libLLVM-14 loads, and CPU), under AddressSanitizer +
-# UndefinedBehaviorSanitizer (CPU), the thread tests under ThreadSanitizer, the fuzzers and the ONNX
+# UndefinedBehaviorSanitizer (CPU), the thread tests under ThreadSanitizer, the fuzzers, the offline
+# CUDA check (NVRTC and ptxas on every kernel, no GPU) and the ONNX
 # conformance tests (docs/onnx.md); then
 # the Python package (python/): the README's venv install, and its pytest suite against PyTorch.
 # One line per stage with its seconds; the runner prints one line per test area. JOBS (default: the cores) sets make's and the runner's
@@ -71,6 +72,13 @@ stage "tests under ASan+UBSan (DEV=CPU)" env DEV=CPU make -s -j"$JOBS" test-sani
 # DEV=CPU: libLLVM is not built with ThreadSanitizer, whose reports inside it are about locks it cannot see
 stage "thread tests under ThreadSanitizer (DEV=CPU)" env DEV=CPU make -s -j"$JOBS" test-tsan
 stage "fuzzers (API + file loaders) under ASan+UBSan" make -s -j"$JOBS" fuzz-check
+# Issue 14's offline check (docs/devices.md): each kernel the suite makes is also built as the CUDA
+# device would build it, compiled by NVRTC and its PTX assembled by ptxas, for sm_90; no GPU needed
+cuda_offline_check() {
+  if [ ! -x "${CUDA_PATH:-/usr/local/cuda}/bin/ptxas" ]; then echo "skipped: no CUDA toolkit (NVRTC, ptxas) here"; return 0; fi
+  env DEV=CPU TG_CUDA_CHECK=1 CUDA_PTX=1 make -s test
+}
+stage "offline CUDA check: NVRTC and ptxas accept every kernel (DEV=CPU TG_CUDA_CHECK=1 CUDA_PTX=1)" cuda_offline_check
 # Every libonnx-testdata test (docs/onnx.md); fails if a test outside tests/onnx/known_failures.txt fails
 stage "ONNX conformance (libonnx-testdata)" make -s onnx-conformance ONNX_ARGS="-q -j$JOBS -x tests/onnx/known_failures.txt"
 stage "Python package: pip install into a venv (README)" python_install

@@ -213,7 +213,8 @@ static void report(const child_result *r, int status, const char *env) {
 static child_result run_child(const char *scenario, const char *env) {
   static char out[1 << 16];
   char full[768];
-  snprintf(full, sizeof full, "DEV=CPU %s TG_CACHE_CHILD=%s", env, scenario); /* .so entries (test_llvm.c: DEV=LLVM's) */
+  /* .so entries only (test_llvm.c: DEV=LLVM's); the offline CUDA check would add its own */
+  snprintf(full, sizeof full, "DEV=CPU TG_CUDA_CHECK=0 %s TG_CACHE_CHILD=%s", env, scenario);
   int status = harness_run_child("cache_child_scenario", full, out, sizeof out);
   child_result r = {0};
   for (char *save = NULL, *line = strtok_r(out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) parse_line(&r, line);
@@ -224,7 +225,7 @@ static child_result run_child(const char *scenario, const char *env) {
 /* Two at once (harness_run_child waits for its child): start one with popen, finish it later. */
 static FILE *start_child(const char *scenario, const char *env) {
   char cmd[PATH_MAX + 1024];
-  snprintf(cmd, sizeof cmd, "env DEV=CPU %s TG_CACHE_CHILD=%s '%s' --child cache_child_scenario 2>&1", env, scenario, self_exe());
+  snprintf(cmd, sizeof cmd, "env DEV=CPU TG_CUDA_CHECK=0 %s TG_CACHE_CHILD=%s '%s' --child cache_child_scenario 2>&1", env, scenario, self_exe());
   return popen(cmd, "r");
 }
 

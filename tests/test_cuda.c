@@ -472,6 +472,22 @@ TEST(ptx_offline_check_assembles_rendered_kernels) {
   if (!strstr(out, "rc=-3")) printf("%s\n", out);
 }
 
+/* On a host device the check builds each kernel as the CUDA device would (scalar work-items)
+ * and checks that: a DEV=CPU run checks every kernel it makes, no PoCL needed. */
+TEST(ptx_offline_check_on_a_host_device) {
+  NEED_NVRTC();
+  NEED_PTXAS();
+  char out[8192];
+  CHECK(harness_run_child("cuda_check_child", "DEV=CPU TG_CUDA_CHECK=1 CUDA_PTX=1", out, sizeof out) == 0);
+  CHECK(strstr(out, "rc=0 rc2=0 out=7.5 0 18 0 sum=") != NULL);
+  unsigned long long ptx = 0;
+  const char *c = strstr(out, "ptx=");
+  CHECK(c && sscanf(c, "ptx=%llu", &ptx) == 1 && ptx >= 2);
+  CHECK(harness_run_child("cuda_check_child", "DEV=CPU TG_CUDA_CHECK=1 CUDA_PTX=1 TG_PTXAS=/nonexistent/ptxas", out, sizeof out) == 0);
+  CHECK(strstr(out, "rc=-3") && strstr(out, "ptxas not found"));
+  if (!strstr(out, "rc=-3")) printf("%s\n", out);
+}
+
 /* ------------------------------------------------------------ with a GPU */
 
 TEST(cuda_memory_round_trip) {

@@ -397,6 +397,11 @@ static void check_once(void) {
   snprintf(check.arch, sizeof check.arch, "%s", strncmp(env, "sm_", 3) ? CHECK_ARCH : env);
 }
 
+bool cuda_offline_check_on(void) {
+  pthread_once(&check.once, check_once);
+  return check.arch[0] != 0;
+}
+
 int cuda_offline_check(const lin_program *progs, int n, const char *const *names) {
   pthread_once(&check.once, check_once);
   if (!check.arch[0]) return 0;

@@ -26,6 +26,8 @@ int cuda_nvrtc_cubin(const char *src, const char *arch, const char *const *names
  * NVRTC accepts them or the knob is off, else TG_ERR_COMPILE naming the kernel, with NVRTC's
  * log (the source and the whole log go to stderr). Called by program_build for every device. */
 int cuda_offline_check(const lin_program *progs, int n, const char *const *names);
+/* Whether TG_CUDA_CHECK is on in this process. */
+bool cuda_offline_check_on(void);
 
 /* Kernels the offline check compiled (or found in the disk cache) in this process; of those,
  * the ones whose PTX ptxas assembled (CUDA_PTX=1). */

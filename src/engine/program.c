@@ -60,6 +60,46 @@ static int build_stage(const device *dev, uop *ast, const kshape *ks, int stage,
   return rc;
 }
 
+/* The one or two stages of a kernel under a shape state, linearized, and their names; the
+ * number of stages, or a negative status. */
+static int build_stages(const device *dev, uop *ast, const kshape *ks, lin_program *lin, char (*names)[128],
+                        kernel_info *total) {
+  int par = kshape_parallel_axis(ks);
+  bool grouped = par >= 0 && ks->ax[par].kind == AX_GROUP;
+  for (int s = 0; s < 1 + grouped; s++) {
+    kernel_info info = {0};
+    int rc = build_stage(dev, ast, ks, grouped ? STAGE_PARTIAL + s : STAGE_ONLY, &info, &lin[s]);
+    if (rc < 0) return rc;
+    uint64_t flops = total->flops + info.flops;
+    *total = info, total->flops = flops;
+    snprintf(names[s], sizeof names[s], "%s%s", info.name, grouped ? (s ? "_combine" : "_partial") : "");
+  }
+  return 1 + grouped;
+}
+
+/* TG_CUDA_CHECK=1 on a host device: the kernel is also optimized, lowered and rendered as the
+ * CUDA device would build it (scalar work-items, an H100's capabilities) and checked (NVRTC;
+ * ptxas too with CUDA_PTX=1), so a DEV=CPU suite run checks every kernel it makes without a
+ * GPU and without PoCL. */
+static int gpu_offline_check(uop *ast) {
+  static const device_caps h100 = {.vector_bytes = 16, .vector_registers = 16, .l2_bytes = 50 << 20, .threads = 1,
+                                   .local_bytes = 48 << 10, .max_local_size = 1024, .warp = 32};
+  static const device gpu_shaped = {.name = "CUDA (offline check)"}; /* no vector forms */
+  if (!cuda_offline_check_on()) return 0;
+  kshape ks;
+  if (kshape_init(&ks, ast) < 0) return TG_ERR_ARG;
+  ks.scalar = true;
+  kshape_optimize(&ks, ast, &h100);
+  lin_program lin[2] = {{0}};
+  char names[2][128];
+  const char *name_ptrs[2] = {names[0], names[1]};
+  kernel_info info = {0};
+  int n = build_stages(&gpu_shaped, ast, &ks, lin, names, &info);
+  int rc = n < 0 ? n : cuda_offline_check(lin, n, name_ptrs);
+  free(lin[0].ops), free(lin[1].ops);
+  return rc;
+}
+
 program *program_build(const device *dev, uop *ast, const kshape *ks) {
   size_t mark = uop_pool_mark();
   double t0 = tg_now();
@@ -69,17 +109,10 @@ program *program_build(const device *dev, uop *ast, const kshape *ks) {
   p->ks = *ks, p->dev = dev;
   int par = kshape_parallel_axis(ks);
   bool grouped = par >= 0 && ks->ax[par].kind == AX_GROUP;
-  p->nstages = grouped ? 2 : 1;
   char names[2][128];
   const char *name_ptrs[2] = {names[0], names[1]};
-  for (int s = 0; s < p->nstages; s++) {
-    kernel_info info = {0};
-    if (build_stage(dev, ast, ks, grouped ? STAGE_PARTIAL + s : STAGE_ONLY, &info, &lin[s]) < 0) goto fail;
-    uint64_t flops = p->info.flops + info.flops;
-    p->info = info, p->info.flops = flops;
-    snprintf(names[s], sizeof names[s], "%s%s", info.name, grouped ? (s ? "_combine" : "_partial") : "");
-    p->stage[s].parallel = s == 0 ? parallel_iterations(ks) : 1;
-  }
+  if ((p->nstages = build_stages(dev, ast, ks, lin, names, &p->info)) < 0) goto fail;
+  p->stage[0].parallel = parallel_iterations(ks), p->stage[1].parallel = 1;
   if (grouped) {
     uop *r = NULL, **order;
     int n = uop_toposort(ast, &order);
@@ -91,8 +124,8 @@ program *program_build(const device *dev, uop *ast, const kshape *ks) {
   for (int s = 0; s < p->nstages && device_is_gpu(dev); s++) p->stage[s].parallel = lin_work_items(&lin[s]);
   p->src = dev->render(lin, p->nstages, name_ptrs);
   if (!p->src) { if (!tg_last_error()[0]) tg_set_error(TG_ERR_NOMEM, "render: out of memory"); goto fail; }
-  /* TG_CUDA_CHECK=1: NVRTC must also accept a GPU-style program as CUDA C (issue 14) */
-  if (device_is_gpu(dev) && cuda_offline_check(lin, p->nstages, name_ptrs) < 0) goto fail;
+  /* TG_CUDA_CHECK=1: NVRTC (and ptxas) must also accept the GPU-style program (issue 14) */
+  if (device_is_gpu(dev) ? cuda_offline_check(lin, p->nstages, name_ptrs) < 0 : gpu_offline_check(ast) < 0) goto fail;
   if (tg_debug() >= 4) fprintf(stderr, "%s\n", p->src);
   uint64_t key = hash_bytes(p->src, strlen(p->src), 7) | 1;
   void *fns[2] = {0};
