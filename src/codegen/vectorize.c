@@ -48,6 +48,13 @@ static uop *widen(uop *u, int w, int keep, int scalar_from) {
   return changed ? uop_new_vec((uop_op)u->op, (tg_dtype)u->dtype, w, src, u->nsrc, u->arg, u->narg) : NULL;
 }
 
+/* Lane l of x (a scalar is every lane's value). */
+static uop *lane_of(uop *x, int l) {
+  if (!x->vcount) return x;
+  int64_t at = l;
+  return uop_new(OP_GEP, (tg_dtype)x->dtype, &x, 1, &at, 1);
+}
+
 /* ---------------------------------------------------------------- vectorize */
 
 /* The lane range: the vector (0, 1, ..., w-1). */
@@ -104,11 +111,7 @@ static uop *vector_reduce(void *ctx, uop *u, uop **cap) {
   uop *acc = uop_new_vec(OP_REDUCE, (tg_dtype)u->dtype, lanes, src, nr, arg, 2);
   int n = u->narg > 2 && u->arg[2] > 0 && u->arg[2] < lanes ? (int)u->arg[2] : lanes;
   uop *out = NULL;
-  for (int l = 0; l < n; l++) {
-    int64_t at = l;
-    uop *lane = uop_new(OP_GEP, (tg_dtype)u->dtype, &acc, 1, &at, 1);
-    out = out ? uop_new2((uop_op)u->arg[0], (tg_dtype)u->dtype, out, lane) : lane;
-  }
+  for (int l = 0; l < n; l++) out = out ? uop_new2((uop_op)u->arg[0], (tg_dtype)u->dtype, out, lane_of(acc, l)) : lane_of(acc, l);
   return out;
 }
 
@@ -127,13 +130,6 @@ uop *vectorize(uop *sink) {
 }
 
 /* ---------------------------------------------------------------- devectorize */
-
-/* Lane l of x (a scalar is every lane's value). */
-static uop *lane_of(uop *x, int l) {
-  if (!x->vcount) return x;
-  int64_t at = l;
-  return uop_new(OP_GEP, (tg_dtype)x->dtype, &x, 1, &at, 1);
-}
 
 /* GEP(VECTORIZE(x0..), l) → xl; of a broadcast VECTORIZE(x) → x. */
 static uop *fold_gep(void *ctx, uop *u, uop **cap) {
