@@ -456,20 +456,28 @@ TEST(ptx_vector_lanes_are_an_error) {
   uop_pool_release(mark);
 }
 
-/* TG_CUDA_CHECK=1 CUDA_PTX=1: the kernels of a realize on the OpenCL device are also assembled. */
-TEST(ptx_offline_check_assembles_rendered_kernels) {
-  NEED_NVRTC();
-  NEED_PTXAS();
-  if (!tg_device_available("CL")) SKIP("no OpenCL device to build GPU-style programs for");
-  char out[8192];
-  CHECK(harness_run_child("cuda_check_child", "DEV=CL TG_CUDA_CHECK=1 CUDA_PTX=1", out, sizeof out) == 0);
+/* TG_CUDA_CHECK=1 CUDA_PTX=1 on dev: the kernels of a realize are also assembled (at least 2),
+ * and a missing ptxas is an error. */
+static void check_ptx_child(const char *dev) {
+  char out[8192], env[256];
+  snprintf(env, sizeof env, "DEV=%s TG_CUDA_CHECK=1 CUDA_PTX=1", dev);
+  CHECK(harness_run_child("cuda_check_child", env, out, sizeof out) == 0);
   CHECK(strstr(out, "rc=0 rc2=0 out=7.5 0 18 0 sum=") != NULL);
   unsigned long long ptx = 0;
   const char *c = strstr(out, "ptx=");
   CHECK(c && sscanf(c, "ptx=%llu", &ptx) == 1 && ptx >= 2);
-  CHECK(harness_run_child("cuda_check_child", "DEV=CL TG_CUDA_CHECK=1 CUDA_PTX=1 TG_PTXAS=/nonexistent/ptxas", out, sizeof out) == 0);
+  snprintf(env, sizeof env, "DEV=%s TG_CUDA_CHECK=1 CUDA_PTX=1 TG_PTXAS=/nonexistent/ptxas", dev);
+  CHECK(harness_run_child("cuda_check_child", env, out, sizeof out) == 0);
   CHECK(strstr(out, "rc=-3") && strstr(out, "ptxas not found")); /* asked for, but impossible: an error */
   if (!strstr(out, "rc=-3")) printf("%s\n", out);
+}
+
+/* On the OpenCL device: its own GPU-style programs. */
+TEST(ptx_offline_check_assembles_rendered_kernels) {
+  NEED_NVRTC();
+  NEED_PTXAS();
+  if (!tg_device_available("CL")) SKIP("no OpenCL device to build GPU-style programs for");
+  check_ptx_child("CL");
 }
 
 /* On a host device the check builds each kernel as the CUDA device would (scalar work-items)
@@ -477,15 +485,7 @@ TEST(ptx_offline_check_assembles_rendered_kernels) {
 TEST(ptx_offline_check_on_a_host_device) {
   NEED_NVRTC();
   NEED_PTXAS();
-  char out[8192];
-  CHECK(harness_run_child("cuda_check_child", "DEV=CPU TG_CUDA_CHECK=1 CUDA_PTX=1", out, sizeof out) == 0);
-  CHECK(strstr(out, "rc=0 rc2=0 out=7.5 0 18 0 sum=") != NULL);
-  unsigned long long ptx = 0;
-  const char *c = strstr(out, "ptx=");
-  CHECK(c && sscanf(c, "ptx=%llu", &ptx) == 1 && ptx >= 2);
-  CHECK(harness_run_child("cuda_check_child", "DEV=CPU TG_CUDA_CHECK=1 CUDA_PTX=1 TG_PTXAS=/nonexistent/ptxas", out, sizeof out) == 0);
-  CHECK(strstr(out, "rc=-3") && strstr(out, "ptxas not found"));
-  if (!strstr(out, "rc=-3")) printf("%s\n", out);
+  check_ptx_child("CPU");
 }
 
 /* ------------------------------------------------------------ with a GPU */

@@ -237,15 +237,24 @@ static int compare_keys(const void *a, const void *b, void *g) {
   return strcmp(gstr(gg, gg->kvs.v[*(const size_t *)a].key), gstr(gg, gg->kvs.v[*(const size_t *)b].key));
 }
 
-static int check_keys(tg_gguf *g, uint32_t *alignment) {
-  size_t n = g->kvs.n, *order = malloc(sizeof *order * (n ? n : 1));
+/* Whether two of n entries compare equal (a sort of their indices by cmp): 1 with one of them
+ * in *dup, 0 when none does, or a negative status. */
+static int find_duplicate(tg_gguf *g, size_t n, int (*cmp)(const void *, const void *, void *), size_t *dup) {
+  size_t *order = malloc(sizeof *order * (n ? n : 1));
   if (!order) return gerr(g, TG_ERR_NOMEM, "out of memory");
   for (size_t i = 0; i < n; i++) order[i] = i;
-  qsort_r(order, n, sizeof *order, compare_keys, g);
-  int rc = 0;
-  for (size_t i = 1; i < n && rc == 0; i++)
-    if (!compare_keys(&order[i - 1], &order[i], g)) rc = gerr(g, TG_ERR_IO, "duplicate key \"%.100s\"", gstr(g, g->kvs.v[order[i]].key));
+  qsort_r(order, n, sizeof *order, cmp, g);
+  int found = 0;
+  for (size_t i = 1; i < n && !found; i++)
+    if (!cmp(&order[i - 1], &order[i], g)) found = 1, *dup = order[i];
   free(order);
+  return found;
+}
+
+static int check_keys(tg_gguf *g, uint32_t *alignment) {
+  size_t n = g->kvs.n, dup = 0;
+  int rc = find_duplicate(g, n, compare_keys, &dup);
+  if (rc > 0) rc = gerr(g, TG_ERR_IO, "duplicate key \"%.100s\"", gstr(g, g->kvs.v[dup].key));
   int64_t a = find_key(g, "general.alignment", n);
   *alignment = GGUF_DEFAULT_ALIGNMENT;
   if (rc == 0 && a >= 0) {
@@ -300,15 +309,9 @@ static int compare_tensor_names(const void *a, const void *b, void *g) {
 
 /* Names distinct (a sort of indices by name). */
 static int check_tensor_names(tg_gguf *g) {
-  size_t n = g->tensors.n, *order = malloc(sizeof *order * (n ? n : 1));
-  if (!order) return gerr(g, TG_ERR_NOMEM, "out of memory");
-  for (size_t i = 0; i < n; i++) order[i] = i;
-  qsort_r(order, n, sizeof *order, compare_tensor_names, g);
-  int rc = 0;
-  for (size_t i = 1; i < n && rc == 0; i++)
-    if (!compare_tensor_names(&order[i - 1], &order[i], g))
-      rc = gerr(g, TG_ERR_IO, "duplicate tensor name \"%.100s\"", gstr(g, g->tensors.v[order[i]].name));
-  free(order);
+  size_t dup = 0;
+  int rc = find_duplicate(g, g->tensors.n, compare_tensor_names, &dup);
+  if (rc > 0) rc = gerr(g, TG_ERR_IO, "duplicate tensor name \"%.100s\"", gstr(g, g->tensors.v[dup].name));
   return rc;
 }
 
