@@ -1,5 +1,5 @@
-/* tg_llm.h — language-model files: GPT-2's byte-level BPE tokenizer and GGUF model files
- * (llama.cpp's format). See docs/llm.md.
+/* tg_llm.h — language models: GPT-2's byte-level BPE tokenizer, GGUF model files (llama.cpp's
+ * format) and the GPT-2 model. See docs/llm.md.
  *
  * Errors follow tg.h: a function returns NULL or a negative tg_status and leaves a message in
  * tg_last_error() naming the operation, the file and what is wrong. */
@@ -115,6 +115,67 @@ tg_tensor *tg_gguf_tensor(tg_gguf *g, const char *name);
  *  tokenizer.ggml.merges ("left right" strings, rank = index); tokenizer.ggml.model, if
  *  present, must be "gpt2". Independent of g once made. NULL on error. */
 tg_bpe *tg_bpe_from_gguf(const tg_gguf *g);
+
+/* ----------------------------------------------------------------- GPT-2
+ * OpenAI's GPT-2 (src/nn/gpt2.c): learned position embeddings, pre-norm blocks (layernorm,
+ * causal multi-head attention, layernorm, GELU MLP), a final layernorm and an output
+ * projection tied to the token embedding. Weights are float32 tensors (a GGUF file's
+ * quantized weights stay lazy dequantization ops over the raw blocks, fused into the matmuls
+ * that read them). Decoding keeps a key/value cache of batch 1 per layer; its position is a
+ * kernel argument, so every decode step runs the same compiled kernels. */
+
+/** A model's sizes (config.json's names). */
+typedef struct tg_gpt2_config {
+  int64_t n_layer, n_head, n_embd;
+  int64_t n_inner;     /**< the MLP's width; 0 in tg_gpt2_new: 4 n_embd */
+  int64_t vocab_size, n_positions;
+  double eps;          /**< layer_norm_epsilon (1e-5) */
+  bool gelu_erf;       /**< activation "gelu" (erf form); false: "gelu_new" (tanh form, GPT-2's) */
+} tg_gpt2_config;
+
+/** A GPT-2 model (opaque). */
+typedef struct tg_gpt2 tg_gpt2;
+
+/** Load a Hugging Face directory: dir/config.json (n_layer, n_head, n_embd, vocab_size,
+ *  n_positions required; n_inner, layer_norm_epsilon, activation_function read) and
+ *  dir/model.safetensors with GPT-2's names (wte.weight, wpe.weight, h.N.ln_1.weight,
+ *  h.N.attn.c_attn.weight as Conv1D (in, out), ..., ln_f.bias), with or without the
+ *  "transformer." prefix; float16/bfloat16 weights are cast. NULL on error (a missing file
+ *  or tensor, a wrong shape, a bad config: the message names it). */
+tg_gpt2 *tg_gpt2_load(const char *dir);
+/** Load a GGUF file as llama.cpp's converter writes GPT-2: general.architecture "gpt2",
+ *  gpt2.block_count, .context_length, .embedding_length, .feed_forward_length,
+ *  .attention.head_count (.attention.layer_norm_epsilon optional); tensors token_embd,
+ *  position_embd, blk.N.attn_norm, attn_qkv, attn_output, ffn_norm, ffn_up, ffn_down
+ *  (weights (out, in)), output_norm, and output.weight if untied. NULL on error. */
+tg_gpt2 *tg_gpt2_load_gguf(const char *path);
+/** A new model with Hugging Face's initialization (weights N(0, 0.02), the residual
+ *  projections N(0, 0.02/sqrt(2 n_layer)), biases 0, norm weights 1) from the seeded
+ *  generator; every tensor requires grad. NULL on error. */
+tg_gpt2 *tg_gpt2_new(const tg_gpt2_config *config);
+/** Free a model and its cache. NULL is a no-op. */
+void tg_gpt2_free(tg_gpt2 *m);
+/** The model's sizes (owned by m); NULL for NULL. */
+const tg_gpt2_config *tg_gpt2_get_config(const tg_gpt2 *m);
+/** The model's tensors (for an optimizer): an array the caller frees, *n entries. */
+tg_tensor **tg_gpt2_parameters(tg_gpt2 *m, int *n);
+/** Write dir/config.json and dir/model.safetensors (the directory must exist) in the
+ *  Hugging Face layout tg_gpt2_load and transformers' GPT2LMHeadModel read. 0 or negative. */
+int tg_gpt2_save(tg_gpt2 *m, const char *dir);
+/** Logits (B, T, V), lazy, of ids (B, T) (any integer dtype) at positions 0..T-1 with causal
+ *  attention and no cache (training, full recompute). Differentiable. NULL on error. */
+tg_tensor *tg_gpt2_forward(tg_gpt2 *m, tg_tensor *ids);
+/** Empty the key/value cache and size it for max_len positions (0: n_positions; above
+ *  n_positions is an error); -1 frees it. Attention reads the cache's whole length every step,
+ *  so a max_len near what will be generated is faster. 0 or negative. */
+int tg_gpt2_reset(tg_gpt2 *m, int64_t max_len);
+/** Run the next n tokens (ids in 0..vocab_size-1) through the model at the cache's position
+ *  (a prompt, then one token at a time), append their keys and values, and return their
+ *  logits (n, V), realized. The first call without tg_gpt2_reset sizes the cache at
+ *  n_positions. NULL on error (past the cache's end; after an error, reset). */
+tg_tensor *tg_gpt2_step(tg_gpt2 *m, const int32_t *ids, int64_t n);
+/** The cache's position (tokens run since the reset); -1 without a cache. */
+int64_t tg_gpt2_position(const tg_gpt2 *m);
 
 #ifdef __cplusplus
 }

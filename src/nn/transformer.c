@@ -102,12 +102,12 @@ int tg_kv_cache_init(tg_kv_cache *c, int64_t batch, int64_t heads, int64_t max_l
                         (long long)heads, (long long)max_len, (long long)head_dim);
   if (!tg_dtype_is_float(dtype)) return tg_set_error(TG_ERR_ARG, "kv_cache_init: dtype must be a float, got %s", tg_dtype_name(dtype));
   int64_t shape[4] = {batch, heads, max_len, head_dim};
-  c->k = tg_zeros(shape, 4, dtype), c->v = tg_zeros(shape, 4, dtype), c->max_len = max_len;
-  if (!c->k || !c->v || tg_realize(c->k) < 0 || tg_realize(c->v) < 0) {
-    tg_kv_cache_free(c);
-    return tg_error_status_or(TG_ERR_NOMEM);
-  }
-  return 0;
+  tg_scope *s = tg_scope_begin(); /* the cache holds its own references: it outlives the caller's scope */
+  tg_tensor *k = tg_zeros(shape, 4, dtype), *v = tg_zeros(shape, 4, dtype);
+  bool ok = k && v && tg_realize(k) == 0 && tg_realize(v) == 0;
+  if (ok) c->k = tg_retain(k), c->v = tg_retain(v), c->max_len = max_len;
+  tg_scope_end(s);
+  return ok ? 0 : tg_error_status_or(TG_ERR_NOMEM);
 }
 
 void tg_kv_cache_free(tg_kv_cache *c) {
