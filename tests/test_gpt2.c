@@ -131,3 +131,146 @@ TEST(gpt2_gguf_q8_0_matches_transformers_on_dequantized_weights) {
   check_model(m, gpt2_q8_logits, gpt2_q8_greedy);
   tg_gpt2_free(m);
 }
+
+/* ---------------------------------------------------------------- layouts and errors */
+
+/* A temporary directory holding config.json = cfg and model.safetensors = sd. */
+static int write_dir(char *dir, const char *cfg, const tg_state_dict *sd) {
+  strcpy(dir, "/tmp/tg_gpt2_XXXXXX");
+  if (!mkdtemp(dir)) return -1;
+  char path[256];
+  snprintf(path, sizeof path, "%s/config.json", dir);
+  FILE *f = fopen(path, "w");
+  if (!f) return -1;
+  fputs(cfg, f);
+  fclose(f);
+  snprintf(path, sizeof path, "%s/model.safetensors", dir);
+  return sd ? tg_safetensors_save(path, sd) : 0;
+}
+
+static void remove_dir(const char *dir) {
+  char path[256];
+  snprintf(path, sizeof path, "%s/config.json", dir), unlink(path);
+  snprintf(path, sizeof path, "%s/model.safetensors", dir), unlink(path);
+  rmdir(dir);
+}
+
+static char *fixture_config(void) {
+  static char buf[4096];
+  FILE *f = fopen(DIR "/config.json", "r");
+  size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+  if (f) fclose(f);
+  buf[n] = 0;
+  return buf;
+}
+
+/* The fixture's tensors renamed by dropping "transformer." (GPT2Model's names), minus the
+ * tensor called drop, with the tensor called narrow cut to its first half on axis 0. */
+static int variant(tg_state_dict *out, const char *drop, const char *narrow) {
+  tg_state_dict sd = {0};
+  int rc = tg_safetensors_read(DIR "/model.safetensors", &sd);
+  for (int i = 0; rc == 0 && i < sd.n; i++) {
+    const char *name = sd.names[i] + (strncmp(sd.names[i], "transformer.", 12) ? 0 : 12);
+    if (drop && !strcmp(name, drop)) continue;
+    tg_tensor *t = sd.tensors[i];
+    if (narrow && !strcmp(name, narrow)) t = tg_slice(t, 0, 0, tg_dim(t, 0) / 2, 1);
+    rc = tg_state_dict_add(out, name, t);
+  }
+  tg_state_dict_free(&sd);
+  return rc;
+}
+
+/* Load dir made from cfg and the variant; NULL expected with a message containing want
+ * (want NULL: the load must succeed and match the fixture's prompt logits). */
+static void expect_load(const char *cfg, const char *drop, const char *narrow, const char *want) {
+  char dir[64];
+  tg_scope *s = tg_scope_begin();
+  tg_state_dict sd = {0};
+  CHECK(variant(&sd, drop, narrow) == 0);
+  CHECK(write_dir(dir, cfg, &sd) == 0);
+  tg_clear_error();
+  tg_gpt2 *m = tg_gpt2_load(dir);
+  if (want) {
+    CHECK(m == NULL);
+    CHECK(strstr(tg_last_error(), want) != NULL);
+    if (!strstr(tg_last_error(), want)) printf("  wanted \"%s\" in: %s\n", want, tg_last_error());
+  } else {
+    int64_t shape[2] = {1, GPT2_T};
+    tg_tensor *l = m ? tg_gpt2_forward(m, tg_from_data(gpt2_prompt, TG_INT32, shape, 2)) : NULL;
+    CHECK(l && max_diff(l, gpt2_logits, GPT2_T * GPT2_V) <= 1e-4);
+  }
+  tg_gpt2_free(m);
+  tg_state_dict_free(&sd);
+  tg_scope_end(s);
+  remove_dir(dir);
+}
+
+TEST(gpt2_loads_names_without_the_transformer_prefix) { expect_load(fixture_config(), NULL, NULL, NULL); }
+
+TEST(gpt2_missing_tensor_and_wrong_shape_are_errors) {
+  expect_load(fixture_config(), "h.1.mlp.c_fc.bias", NULL, "tensor \"h.1.mlp.c_fc.bias\" is missing");
+  expect_load(fixture_config(), "wpe.weight", NULL, "tensor \"wpe.weight\" is missing");
+  expect_load(fixture_config(), NULL, "h.0.attn.c_attn.weight", "tensor \"h.0.attn.c_attn.weight\" has shape (32, 192), expected (64, 192)");
+  expect_load(fixture_config(), NULL, "wte.weight", "tensor \"wte.weight\" has shape (128, 64), expected (256, 64)");
+}
+
+/* The fixture's config with the first `key` member's value replaced by value. */
+static const char *config_with(const char *key, const char *value) {
+  static char out[4096];
+  const char *c = fixture_config(), *at = strstr(c, key);
+  if (!at) return c;
+  const char *v = strchr(at, ':') + 1, *end = strpbrk(v, ",\n}");
+  snprintf(out, sizeof out, "%.*s %s%s", (int)(v - c), c, value, end);
+  return out;
+}
+
+TEST(gpt2_bad_configs_are_errors) {
+  static const struct { const char *key, *value, *want; } cases[] = {
+    {"\"n_embd\"", "63", "n_embd 63 is not a multiple of n_head 4"},
+    {"\"n_head\"", "0", "n_head must be in 1..1024, got 0"},
+    {"\"n_layer\"", "\"two\"", "n_layer must be a number, got \"two\""},
+    {"\"vocab_size\"", "-5", "vocab_size must be in 1..16777216, got -5"},
+    {"\"n_layer\"", "3", "tensor \"h.2.ln_1.weight\" is missing"},
+    {"\"n_positions\"", "100", "tensor \"wpe.weight\" has shape (80, 64), expected (100, 64)"},
+    {"\"activation_function\"", "\"relu\"", "activation_function \"relu\" is not supported"},
+    {"\"scale_attn_by_inverse_layer_idx\"", "true", "scale_attn_by_inverse_layer_idx true is not supported"},
+    {"\"layer_norm_epsilon\"", "-1e-5", "layer_norm_epsilon must be in (0, 1)"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) expect_load(config_with(cases[i].key, cases[i].value), NULL, NULL, cases[i].want);
+  expect_load("{\"n_layer\": 2, \"n_head\": 4}", NULL, NULL, "\"n_embd\" is missing");
+  expect_load("[1, 2]", NULL, NULL, "not a JSON object");
+  expect_load("{\"n_layer\": 2, \"n_head\": {\"a\": [1, \"}\"]", NULL, NULL, "bad JSON");
+  expect_load("", NULL, NULL, "not a JSON object");
+  tg_clear_error();
+  CHECK(tg_gpt2_load("/nonexistent/dir") == NULL && strstr(tg_last_error(), "cannot open /nonexistent/dir/config.json"));
+  CHECK(tg_gpt2_load(NULL) == NULL);
+}
+
+TEST(gpt2_gguf_errors) {
+  tg_clear_error();
+  CHECK(tg_gpt2_load_gguf("tests/fixtures/gguf/meta.gguf") == NULL);
+  CHECK(strstr(tg_last_error(), "general.architecture is \"tgtest\", not \"gpt2\"") != NULL);
+  CHECK(tg_gpt2_load_gguf("/nonexistent.gguf") == NULL && tg_last_error()[0]);
+  CHECK(tg_gpt2_load_gguf(NULL) == NULL);
+}
+
+TEST(gpt2_step_errors_and_positions) {
+  tg_gpt2 *m = tg_gpt2_load(DIR);
+  CHECK(m != NULL);
+  if (!m) return;
+  tg_scope *s = tg_scope_begin();
+  int32_t bad = GPT2_V, ok[4] = {1, 2, 3, 4};
+  CHECK(tg_gpt2_position(m) == -1);
+  CHECK(tg_gpt2_step(m, &bad, 1) == NULL && strstr(tg_last_error(), "outside the vocabulary of 256"));
+  CHECK(tg_gpt2_reset(m, 81) < 0 && strstr(tg_last_error(), "above n_positions 80"));
+  CHECK(tg_gpt2_reset(m, 6) == 0 && tg_gpt2_position(m) == 0);
+  CHECK(tg_gpt2_step(m, ok, 4) != NULL && tg_gpt2_position(m) == 4);
+  CHECK(tg_gpt2_step(m, ok, 3) == NULL && strstr(tg_last_error(), "3 tokens after position 4 do not fit the cache of 6"));
+  CHECK(tg_gpt2_step(m, ok, 2) != NULL && tg_gpt2_position(m) == 6);
+  int64_t shape[2] = {1, 81}, flat[1] = {4};
+  CHECK(tg_gpt2_forward(m, tg_zeros(shape, 2, TG_INT32)) == NULL && strstr(tg_last_error(), "must be in 1..n_positions (80)"));
+  CHECK(tg_gpt2_forward(m, tg_zeros(flat, 1, TG_INT32)) == NULL);
+  CHECK(tg_gpt2_forward(m, tg_zeros(shape, 2, TG_FLOAT32)) == NULL);
+  tg_scope_end(s);
+  tg_gpt2_free(m);
+}

@@ -274,8 +274,8 @@ static int take(const char *op, const char *file, const char *name, tg_gpt2 *m, 
   return 0;
 }
 
-/* A name source: finds a tensor by its name in one layout (NULL, no error, if absent). */
-typedef tg_tensor *(*find_fn)(void *src, const char *name);
+/* A name source: the tensor called name into *t: 0, 1 if there is none, or a negative status. */
+typedef int (*find_fn)(void *src, const char *name, tg_tensor **t);
 
 /* Tensor i's name: prefix, then per layer "h.N." / "blk.N.", then the slot's name. */
 static void tensor_name(char *buf, size_t cap, int i, const slot *s, bool gguf, const char *prefix) {
@@ -291,9 +291,10 @@ static int fill(const char *op, const char *file, tg_gpt2 *m, bool gguf, find_fn
     const slot *s;
     tg_tensor **dst = tensor_at(m, i, &s);
     tensor_name(name, sizeof name, i, s, gguf, prefix);
-    tg_tensor *t = find(src, name);
-    if (!t) return tg_error_status() < 0 ? tg_error_status() : tg_set_error(TG_ERR_IO, "%s: %s: tensor \"%s\" is missing", op, file, name);
-    int rc = take(op, file, name, m, s, gguf, t, dst);
+    tg_tensor *t = NULL;
+    int rc = find(src, name, &t);
+    if (rc > 0) return tg_set_error(TG_ERR_IO, "%s: %s: tensor \"%s\" is missing", op, file, name);
+    if (rc == 0) rc = take(op, file, name, m, s, gguf, t, dst);
     if (rc < 0) return rc;
   }
   return 0;
@@ -313,7 +314,12 @@ static char *read_text(const char *op, const char *path, size_t *len) {
   return buf;
 }
 
-static tg_tensor *find_sd(void *src, const char *name) { return tg_state_dict_get(src, name); }
+static int find_sd(void *src, const char *name, tg_tensor **t) {
+  const tg_state_dict *sd = src;
+  for (int i = 0; i < sd->n; i++)
+    if (!strcmp(sd->names[i], name)) return *t = sd->tensors[i], 0;
+  return 1;
+}
 
 /* "transformer." when the file's names carry it (GPT2LMHeadModel), else "" (GPT2Model). */
 static const char *hf_prefix(const tg_state_dict *sd) {
@@ -347,8 +353,10 @@ tg_gpt2 *tg_gpt2_load(const char *dir) {
 
 /* ---------------------------------------------------------------- GGUF */
 
-static tg_tensor *find_gguf(void *src, const char *name) {
-  return tg_gguf_find_tensor(src, name) < 0 ? NULL : tg_gguf_tensor(src, name);
+static int find_gguf(void *src, const char *name, tg_tensor **t) {
+  if (tg_gguf_find_tensor(src, name) < 0) return 1;
+  *t = tg_gguf_tensor(src, name);
+  return *t ? 0 : tg_error_status_or(TG_ERR_IO);
 }
 
 /* gpt2.* metadata → cfg (vocab size from token_embd's rows). */
