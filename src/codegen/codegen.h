@@ -242,4 +242,7 @@ void buffer_cache_clear(void);
  * 0 or a negative status (then the caller falls back to the heuristics). */
 int beam_search(const device *dev, uop *ast, int width, kshape *best);
 extern _Atomic uint64_t tg_beam_searches, tg_beam_cache_hits; /* searches run, answers from the disk cache */
+/* Milliseconds one run of ast takes, built as the engine builds it (program_get), best of a
+ * few runs on scratch buffers; INFINITY when it does not build (layout_search.c). */
+double beam_time_kernel(const device *dev, uop *ast);
 #endif

@@ -288,3 +288,16 @@ int beam_search(const device *dev, uop *ast, int width, kshape *best) {
   bench_free(&s.b);
   return rc;
 }
+
+/* ---------------------------------------------------------------- one kernel */
+
+double beam_time_kernel(const device *dev, uop *ast) {
+  if (device_is_gpu(dev)) return INFINITY; /* scratch buffers are host memory */
+  program *p = program_get(dev, ast);
+  bench b;
+  double ms = INFINITY;
+  if (p && bench_alloc(ast, &b) == 0) ms = time_program(p, &b, INFINITY);
+  if (p) bench_free(&b);
+  if (!p) tg_clear_error();
+  return ms;
+}

@@ -11,16 +11,23 @@
  *   converted  a product's re-read operand converted from a 16-bit float is converted once
  *           and stored (host devices convert those in software).
  *
- * All are rules on REDUCE_AXIS (rules[] below); docs/architecture.md, "Layout rewrites". */
+ * All are rules on REDUCE_AXIS (rules[] below), each a list of choices with the heuristic's
+ * first; under BEAM the others are timed too (layout_search.c). docs/architecture.md, "Layout
+ * rewrites"; docs/optimizer.md, "BEAM over layouts". */
 #include <stdlib.h>
 #include <string.h>
 
 #include "schedule/schedule.h"
+#include "schedule/layout.h"
 
 #include "codegen/codegen.h"
 #include "device/device.h"
 #include "tensor/tensor.h"
 #include "uop/dtype.h"
+
+/* Products with fewer multiply-adds are not worth timing: their choices cost less than the
+ * search's noise (a few microseconds), and each search compiles a kernel per choice. */
+enum { SEARCH_MIN_MACS = 1 << 20 };
 
 /* ---- view helpers (NULL in, NULL out) */
 
@@ -59,21 +66,42 @@ static bool repeats(uop *e) {
   return e->op == OP_EXPAND && shape_numel(uop_shape(e), uop_ndim(e)) > shape_numel(uop_shape(e->src[0]), uop_ndim(e));
 }
 
+static bool is_product_sum(uop *u) { return u->arg[0] == OP_ADD && u->src[0]->op == OP_MUL; }
+
+/* Adds c to the n choices in out unless it is there already. */
+static void add_choice(int64_t *out, int *n, int64_t c) {
+  for (int i = 0; i < *n; i++)
+    if (out[i] == c) return;
+  if (*n < LAYOUT_MAX_CHOICES) out[(*n)++] = c;
+}
+
+/* The CAST from a 16-bit float that the repeated operand e reads, or NULL. */
+static uop *half_conversion(uop *e) {
+  uop *c = e;
+  while (uop_is_movement(c)) c = c->src[0];
+  return repeats(e) && c->op == OP_CAST && dtype_is_half(c->src[0]->dtype) ? c : NULL;
+}
+
 /* A product-sum reads each broadcast operand once per element of the other's axes. An operand
  * converted from a 16-bit float (in software on a host device: a dozen integer ops per load,
- * inside the reduction) is converted once and stored in the product's dtype instead. */
-static uop *converted_rule(const device_caps *caps, uop *u) {
-  if (caps->max_local_size > 1 || u->arg[0] != OP_ADD || u->src[0]->op != OP_MUL) return NULL;
+ * inside the reduction) is converted once and stored in the product's dtype instead (1), or
+ * converted per load (0). */
+static int converted_choices(const device_caps *caps, uop *u, int64_t *out) {
+  if (caps->max_local_size > 1 || !is_product_sum(u)) return 0;
+  if (!half_conversion(u->src[0]->src[0]) && !half_conversion(u->src[0]->src[1])) return 0;
+  out[0] = 1, out[1] = 0;
+  return 2;
+}
+
+static uop *converted_apply(const device_caps *caps, uop *u, int64_t choice) {
+  int64_t choices[LAYOUT_MAX_CHOICES];
+  if (!choice || !converted_choices(caps, u, choices)) return NULL;
   uop *mul = u->src[0], *src[2];
-  bool changed = false;
   for (int i = 0; i < 2; i++) {
-    uop *e = src[i] = mul->src[i], *c = e;
-    while (uop_is_movement(c)) c = c->src[0];
-    if (!repeats(e) || c->op != OP_CAST || !dtype_is_half(c->src[0]->dtype)) continue;
-    if (!(src[i] = rebase(e, view(OP_CONTIGUOUS, c, NULL, 0)))) return NULL;
-    changed = true;
+    uop *c = half_conversion(src[i] = mul->src[i]);
+    if (c && !(src[i] = rebase(mul->src[i], view(OP_CONTIGUOUS, c, NULL, 0)))) return NULL;
   }
-  uop *product = changed ? uop_replace_src(mul, src, 2) : NULL;
+  uop *product = uop_replace_src(mul, src, 2);
   return product ? uop_replace_src(u, &product, 1) : NULL;
 }
 
@@ -158,12 +186,27 @@ static uop *panels_of(const product *p, int64_t mp, int64_t w) {
   return permute(view(OP_CONTIGUOUS, permute(reshape(y, split, nd + 1), stored), NULL, 0), back);
 }
 
-static uop *panel_rule(const device_caps *caps, uop *u) {
+/* Columns per panel: the heuristic's width (panel_width) first; for a product large enough to
+ * time, also in place and panels of one, two and four vectors. */
+static int panel_choices(const device_caps *caps, uop *u, int64_t *out) {
   product p;
   int64_t rows;
-  if (!match_product(u, &p, &rows)) return NULL;
-  int64_t m = p.shape[p.along], w = panel_width(caps, rows, p.shape[p.reduce], m, p.nd, u->dtype);
-  if (!w) return NULL;
+  if (caps->max_local_size > 1 || !match_product(u, &p, &rows)) return 0;
+  int64_t k = p.shape[p.reduce], m = p.shape[p.along], lanes = caps->vector_bytes / (int64_t)tg_dtype_size(u->dtype);
+  int n = 0;
+  add_choice(out, &n, panel_width(caps, rows, k, m, p.nd, u->dtype));
+  if ((double)rows * (double)k * (double)m < SEARCH_MIN_MACS || p.nd + 1 > TG_MAX_DIMS) return n;
+  const int64_t widths[] = {0, lanes, 2 * lanes, 4 * lanes};
+  for (size_t i = 0; i < sizeof widths / sizeof *widths; i++)
+    if (widths[i] <= m) add_choice(out, &n, widths[i]);
+  return n;
+}
+
+static uop *panel_apply(const device_caps *caps, uop *u, int64_t w) {
+  product p;
+  int64_t rows;
+  if (w <= 0 || !match_product(u, &p, &rows) || p.nd + 1 > TG_MAX_DIMS) return NULL;
+  int64_t m = p.shape[p.along];
   int64_t mp = (m + w - 1) / w * w, split[TG_MAX_DIMS + 1], xsplit[TG_MAX_DIMS + 1], sum_shape[TG_MAX_DIMS + 1];
   int order[TG_MAX_DIMS + 1];
   split_shape(&p, p.shape, mp / w, w, split);
@@ -176,7 +219,7 @@ static uop *panel_rule(const device_caps *caps, uop *u) {
   if (!x || !y) return NULL;
   int axis = p.reduce;
   uop *sum = sum_axes(uop_new2(OP_MUL, u->src[0]->dtype, x, y), &axis, 1);
-  uop *converted = sum ? converted_rule(caps, sum) : NULL; /* x, when converted: y's panels are */
+  uop *converted = sum ? converted_apply(caps, sum, 1) : NULL; /* x, when converted: y's panels are */
   int64_t out[TG_MAX_DIMS];
   memcpy(out, uop_shape(u), sizeof(int64_t) * (size_t)p.nd);
   out[p.along] = mp; /* w moved past unit and reduced axes only: the flat order is the same */
@@ -196,32 +239,50 @@ static double read_bytes(uop *u, bool *expands) {
   return (double)shape_numel(uop_shape(u), uop_ndim(u)) * (double)tg_dtype_size(u->dtype);
 }
 
-/* Images per partial sum of a reduction over the batch (axis 0) and other axes of a product of
- * re-read inputs (a conv weight gradient), or 0 to sum in one kernel. Summed over the whole
- * batch at once, the kernel walks all of its inputs once per register tile of outputs; summed
- * per chunk of images whose inputs fit in half the L2, each chunk is read from memory once and
- * the partial sums are added by a second kernel. The largest such divisor of the batch. */
-static int64_t batch_chunk(const device_caps *caps, uop *u) {
-  if (u->arg[0] != OP_ADD || u->narg < 3 || u->src[0]->op != OP_MUL || caps->max_local_size > 1) return 0;
-  bool batch = false, ea = false, eb = false;
-  for (int i = 1; i < u->narg; i++) batch |= u->arg[i] == 0;
-  uop *mul = u->src[0];
-  int64_t n = uop_shape(mul)[0];
-  if (!batch || n < 2) return 0;
-  double image = (read_bytes(mul->src[0], &ea) + read_bytes(mul->src[1], &eb)) / (double)n;
-  if (!ea || !eb) return 0;
-  int64_t fit = image > 0 ? (int64_t)((double)caps->l2_bytes / 2 / image) : n, chunk = 1;
-  for (int64_t c = fit < n ? fit : n; c >= 1 && chunk == 1; c--)
-    if (n % c == 0) chunk = c;
-  return chunk < n ? chunk : 0;
+/* The largest divisor of n that is at most c (1 when c < 1). */
+static int64_t divisor_at_most(int64_t n, int64_t c) {
+  for (c = c < n ? c : n; c > 1; c--)
+    if (n % c == 0) return c;
+  return 1;
 }
 
-static uop *chunk_rule(const device_caps *caps, uop *u) {
-  int64_t chunk = batch_chunk(caps, u);
-  if (!chunk) return NULL;
+/* For a reduction over the batch (axis 0) and other axes of a product of re-read inputs (a
+ * conv weight gradient): the images whose inputs fit in half the L2 (*batch: the batch), or -1
+ * when the rule does not apply. */
+static int64_t images_in_half_l2(const device_caps *caps, uop *u, int64_t *batch) {
+  if (!is_product_sum(u) || u->narg < 3 || caps->max_local_size > 1) return -1;
+  bool over_batch = false, ea = false, eb = false;
+  for (int i = 1; i < u->narg; i++) over_batch |= u->arg[i] == 0;
+  uop *mul = u->src[0];
+  int64_t n = *batch = uop_shape(mul)[0];
+  if (!over_batch || n < 2 || uop_ndim(mul) + 1 > TG_MAX_DIMS) return -1;
+  double image = (read_bytes(mul->src[0], &ea) + read_bytes(mul->src[1], &eb)) / (double)n;
+  if (!ea || !eb) return -1;
+  return image > 0 ? (int64_t)((double)caps->l2_bytes / 2 / image) : n;
+}
+
+/* Images per partial sum, or 0 to sum in one kernel. Summed over the whole batch at once, the
+ * kernel walks all of its inputs once per register tile of outputs; summed per chunk of images
+ * whose inputs fit in half the L2, each chunk is read from memory once and the partial sums are
+ * added by a second kernel. The heuristic: the largest such divisor of the batch; for a product
+ * large enough to time, also one kernel and chunks of about twice and half as many images. */
+static int chunk_choices(const device_caps *caps, uop *u, int64_t *out) {
+  int64_t n, fit = images_in_half_l2(caps, u, &n);
+  if (fit < 0) return 0;
+  int count = 0;
+  const int64_t tries[] = {divisor_at_most(n, fit), n, divisor_at_most(n, 2 * fit), divisor_at_most(n, fit / 2)};
+  for (size_t i = 0; i < sizeof tries / sizeof *tries; i++) {
+    add_choice(out, &count, tries[i] < n ? tries[i] : 0);
+    if (shape_numel(uop_shape(u->src[0]), uop_ndim(u->src[0])) < SEARCH_MIN_MACS) break;
+  }
+  return count;
+}
+
+static uop *chunk_apply(const device_caps *caps, uop *u, int64_t chunk) {
+  int64_t n;
+  if (chunk <= 0 || images_in_half_l2(caps, u, &n) < 0 || n % chunk) return NULL;
   uop *mul = u->src[0];
   int nd = uop_ndim(mul), axes[TG_MAX_DIMS], na = 0;
-  if (nd + 1 > TG_MAX_DIMS) return NULL;
   int64_t split[TG_MAX_DIMS], flat[2];
   split[0] = uop_shape(mul)[0] / chunk, split[1] = chunk;
   memcpy(split + 2, uop_shape(mul) + 1, sizeof(int64_t) * (size_t)(nd - 1));
@@ -237,14 +298,30 @@ static uop *chunk_rule(const device_caps *caps, uop *u) {
 
 /* ---- the pass */
 
-typedef uop *(*layout_fn)(const device_caps *caps, uop *reduce);
 /* Each rule gets the previous one's result while that is still a reduction (panels, which
- * are not, apply the converted rule to the sum they make). */
-static const layout_fn rules[] = {panel_rule, converted_rule, chunk_rule};
+ * are not, convert the operand of the sum they make). */
+static const layout_rule rules[] = {
+    {"panels", panel_choices, panel_apply},
+    {"converted", converted_choices, converted_apply},
+    {"chunks", chunk_choices, chunk_apply},
+};
 
-static const device_caps *caps_of(uop *u, const device *dflt) {
-  const device *d = u->device == DEVICE_NONE || u->device == DEVICE_MIXED ? dflt : device_of_number(u->device);
-  return d ? &d->caps : NULL;
+static const device *device_for(uop *u, const device *dflt) {
+  return u->device == DEVICE_NONE || u->device == DEVICE_MIXED ? dflt : device_of_number(u->device);
+}
+
+/* A reduction with each rule's choice applied: the heuristic's, or under BEAM the fastest. */
+static uop *apply_rules(uop *now, const device *dflt) {
+  const device *dev = device_for(now, dflt);
+  for (size_t r = 0; dev && now && now->op == OP_REDUCE_AXIS && r < sizeof rules / sizeof *rules; r++) {
+    int64_t choices[LAYOUT_MAX_CHOICES];
+    int n = rules[r].choices(&dev->caps, now, choices);
+    if (!n) continue;
+    int64_t pick = n > 1 && layout_searching(dev) ? layout_search(&rules[r], dev, now, choices, n) : choices[0];
+    uop *better = rules[r].apply(&dev->caps, now, pick);
+    if (better) now = better;
+  }
+  return now;
 }
 
 /* The nodes of g in order (sources first), rewritten; NULL when out of memory. */
@@ -263,11 +340,7 @@ static uop *rewrite_in_order(uop **order, int n, uop *g, const device *dflt, ptr
       src[j] = to;
     }
     if (src) now = uop_replace_src(u, src, u->nsrc), free(src);
-    const device_caps *caps = now && now->op == OP_REDUCE_AXIS ? caps_of(now, dflt) : NULL;
-    for (size_t r = 0; caps && now && now->op == OP_REDUCE_AXIS && r < sizeof rules / sizeof *rules; r++) {
-      uop *better = rules[r](caps, now);
-      if (better) now = better;
-    }
+    if (now && now->op == OP_REDUCE_AXIS) now = apply_rules(now, dflt);
     if (!now) { result = NULL; break; }
     if (now == u) continue;
     if (ptrmap_put(&done, u, now) < 0) result = NULL;
@@ -280,7 +353,8 @@ static uop *rewrite_in_order(uop **order, int n, uop *g, const device *dflt, ptr
 
 int layout_rewrite(uop **g, const device *dflt, ptrmap *origin, uop ***order) {
   int n = uop_toposort(*g, order);
-  uop *now = n < 0 ? NULL : rewrite_in_order(*order, n, *g, dflt, origin);
+  if (n < 0 || layout_probing()) return n; /* a probe has its layout already */
+  uop *now = rewrite_in_order(*order, n, *g, dflt, origin);
   if (now == *g) return n;
   free(*order), *order = NULL;
   if (!now) return -1;
