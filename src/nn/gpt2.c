@@ -462,6 +462,32 @@ static int write_config(const char *path, const tg_gpt2_config *c) {
   return fclose(f) == 0 ? 0 : tg_set_error(TG_ERR_IO, "gpt2_save: cannot write %s", path);
 }
 
+/* Rewrite the safetensors file tmp as path with "__metadata__": {"format": "pt"} first in
+ * its header: transformers refuses a file without it (tg_safetensors_save writes none). */
+static int add_format(const char *tmp, const char *path) {
+  FILE *in = fopen(tmp, "rb"), *out = in ? fopen(path, "wb") : NULL;
+  unsigned char len8[8];
+  char *head = NULL, buf[1 << 16];
+  int ok = out && fread(len8, 1, 8, in) == 8;
+  uint64_t n = 0;
+  for (int i = 7; ok && i >= 0; i--) n = n << 8 | len8[i];
+  ok = ok && n >= 2 && n < (1u << 30) && (head = malloc(n + 64)) && fread(head, 1, n, in) == n && head[0] == '{';
+  if (ok) {
+    static const char meta[] = "{\"__metadata__\":{\"format\":\"pt\"},";
+    uint64_t m = sizeof meta - 1 + n - 1, pad = (8 - m % 8) % 8;
+    for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((m + pad) >> (8 * i));
+    ok = fwrite(len8, 1, 8, out) == 8 && fwrite(meta, 1, sizeof meta - 1, out) == sizeof meta - 1 &&
+         fwrite(head + 1, 1, n - 1, out) == n - 1 && fwrite("        ", 1, pad, out) == pad;
+  }
+  for (size_t k; ok && (k = fread(buf, 1, sizeof buf, in)) > 0;) ok = fwrite(buf, 1, k, out) == k;
+  ok = ok && !ferror(in);
+  free(head);
+  if (in) fclose(in);
+  if (out && fclose(out) != 0) ok = 0;
+  remove(tmp);
+  return ok ? 0 : tg_set_error(TG_ERR_IO, "gpt2_save: cannot write %s", path);
+}
+
 int tg_gpt2_save(tg_gpt2 *m, const char *dir) {
   if (!m || !dir) return tg_set_error(TG_ERR_ARG, "gpt2_save: NULL argument");
   char path[4096], name[256];
@@ -475,8 +501,11 @@ int tg_gpt2_save(tg_gpt2 *m, const char *dir) {
     tensor_name(name, sizeof name, i, sl, false, "transformer.");
     rc = tg_state_dict_add(&sd, name, tg_contiguous(tg_detach(t)));
   }
-  snprintf(path, sizeof path, "%s/model.safetensors", dir);
+  char final[4096];
+  snprintf(path, sizeof path, "%s/model.safetensors.tmp", dir);
+  snprintf(final, sizeof final, "%s/model.safetensors", dir);
   if (rc == 0) rc = tg_safetensors_save(path, &sd);
+  if (rc == 0) rc = add_format(path, final);
   tg_scope_end(s);
   tg_state_dict_free(&sd);
   return rc;
