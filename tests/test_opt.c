@@ -147,6 +147,7 @@ static uint64_t next_random(uint64_t *s) {
 typedef struct random_ctx {
   uint64_t state;
   int applied;
+  int kinds[OPT_COUNT]; /* actions applied, by kind */
 } random_ctx;
 
 /* Up to 6 actions, each drawn from the ones valid at that point. */
@@ -158,8 +159,9 @@ static int random_opts(uop *ast, kshape *ks, void *ctx) {
   for (int i = 0; i < steps; i++) {
     int n = kshape_candidates(ks, cand, 512);
     if (n == 0) break;
-    if (kshape_apply(ks, cand[next_random(&r->state) % (uint64_t)n]) < 0) return -1; /* candidates are valid */
-    r->applied++;
+    opt_action a = cand[next_random(&r->state) % (uint64_t)n];
+    if (kshape_apply(ks, a) < 0) return -1; /* candidates are valid */
+    r->applied++, r->kinds[a.kind]++;
   }
   return 0;
 }
@@ -212,8 +214,10 @@ static double *reference(const opt_case *c, tg_tensor **in, int64_t *n) {
   } while (0)
 
 
+/* On a work-group device (DEV=CL) the draws include LOCAL and the work-group GROUP/GROUPTOP
+ * (local memory, barriers); on host devices GROUP/GROUPTOP are threads and a second stage. */
 TEST(opt_random_actions_match_unoptimized) {
-  int total = 0, applied = 0;
+  int total = 0, applied = 0, kinds[OPT_COUNT] = {0};
   for (int k = 0; k < NCASES; k++) {
     const opt_case *c = &cases[k];
     tg_tensor *in[3];
@@ -222,7 +226,7 @@ TEST(opt_random_actions_match_unoptimized) {
     double *ref = reference(c, in, &n);
     int seeds = getenv("OPT_SEEDS") ? atoi(getenv("OPT_SEEDS")) : 6; /* more: OPT_SEEDS=n */
     for (int seed = 1; ref && seed <= seeds; seed++) {
-      random_ctx r = {0x9e3779b97f4a7c15ull * (uint64_t)(seed * 97 + k), 0};
+      random_ctx r = {.state = 0x9e3779b97f4a7c15ull * (uint64_t)(seed * 97 + k)};
       double *got;
       program_set_opt_hook(random_opts, &r);
       int rc = run_case(c, in, &got, &m);
@@ -233,12 +237,18 @@ TEST(opt_random_actions_match_unoptimized) {
         CHECK(0);
       }
       total++, applied += r.applied;
+      for (int a = 0; a < OPT_COUNT; a++) kinds[a] += r.kinds[a];
       free(got);
     }
     free(ref);
     free_inputs(in, c->nin);
   }
   CHECK(applied > total); /* the sequences really did something */
+  CHECK(kinds[OPT_GROUP] + kinds[OPT_GROUPTOP] > 0 && kinds[OPT_UPCAST] > 0 && kinds[OPT_UNROLL] > 0);
+  bool wg = device_default() && device_default()->caps.max_local_size > 1 && device_is_gpu(device_default());
+  printf("  random actions: %d LOCAL, %d GROUP, %d GROUPTOP, %d UPCAST, %d UNROLL (%s)\n", kinds[OPT_LOCAL], kinds[OPT_GROUP],
+         kinds[OPT_GROUPTOP], kinds[OPT_UPCAST], kinds[OPT_UNROLL], wg ? "work-groups" : "host");
+  CHECK(wg ? kinds[OPT_LOCAL] > 0 : kinds[OPT_LOCAL] == 0);
 }
 
 /* Every case under the default heuristics against the unoptimized run, then through the
@@ -417,23 +427,57 @@ TEST(opt_invalid_actions_are_refused) {
   tg_scope_end(s);
 }
 
-/* Every candidate applies; SWAP and PADTO appear; applying one changes the state. */
+/* Every candidate applies; SWAP and PADTO appear; applying one changes the state. LOCAL only
+ * on a work-group device's state (a fake one: 64 work-items, 4 KiB). */
 TEST(opt_candidates_are_valid) {
   tg_scope *s = tg_scope_begin();
   tg_tensor *in[2] = {tg_ones((int64_t[]){6, 7}, 2, TG_FLOAT32), tg_ones((int64_t[]){7, 20}, 2, TG_FLOAT32)};
   uop *ast = kernel_of(b_matmul, in);
-  kshape ks;
-  CHECK(ast && kshape_init(&ks, ast) == 0);
-  opt_action cand[512];
-  int n = ast ? kshape_candidates(&ks, cand, 512) : 0;
-  int kinds[OPT_COUNT] = {0};
-  for (int i = 0; i < n; i++) {
-    kshape t = ks;
-    CHECK(kshape_apply(&t, cand[i]) == 0);
-    CHECK(t.napplied == 1);
-    kinds[cand[i].kind]++;
+  for (int wg = 0; wg < 2; wg++) {
+    kshape ks;
+    CHECK(ast && kshape_init(&ks, ast) == 0);
+    if (wg) kshape_use_workgroups(&ks, &(device_caps){.max_local_size = 64, .local_bytes = 4096});
+    opt_action cand[512];
+    int n = ast ? kshape_candidates(&ks, cand, 512) : 0;
+    int kinds[OPT_COUNT] = {0};
+    for (int i = 0; i < n; i++) {
+      kshape t = ks;
+      CHECK(kshape_apply(&t, cand[i]) == 0);
+      CHECK(t.napplied == 1);
+      kinds[cand[i].kind]++;
+    }
+    for (int k = 0; k < OPT_COUNT; k++) CHECK(k == OPT_LOCAL && !wg ? kinds[k] == 0 : kinds[k] > 0);
   }
-  for (int k = 0; k < OPT_COUNT; k++) CHECK(kinds[k] > 0);
+  uop_decref(ast);
+  tg_scope_end(s);
+}
+
+/* A work-group device's limits: more work-items in a work-group (LOCAL and GROUP together) or
+ * more local memory for the partials (a GROUP times the UPCAST copies) than the device has is
+ * refused, the state unchanged; the same actions within the limits apply. Host devices refuse
+ * LOCAL. A sum over 64x512 on a fake device of 64 work-items and 1 KiB. */
+TEST(opt_workgroup_limits_are_refused) {
+  tg_scope *s = tg_scope_begin();
+  tg_tensor *in[1] = {tg_ones((int64_t[]){64, 512}, 2, TG_FLOAT32)};
+  uop *ast = kernel_of(b_sum1, in);
+  kshape host, ks;
+  CHECK(ast && kshape_init(&host, ast) == 0 && kshape_init(&ks, ast) == 0);
+  if (!ast) { tg_scope_end(s); return; }
+  CHECK(refused(&host, OPT_LOCAL, 0, 8, "no work-groups"));
+  kshape_use_workgroups(&ks, &(device_caps){.max_local_size = 64, .local_bytes = 1024});
+  CHECK(refused(&ks, OPT_GROUP, 1, 128, "work-items in a work-group"));
+  kshape t = ks; /* axes: GROUP 16, GLOBAL 64, REDUCE 32 */
+  CHECK(kshape_apply(&t, (opt_action){OPT_GROUPTOP, 1, 16}) == 0);
+  CHECK(refused(&t, OPT_LOCAL, 1, 8, "work-items in a work-group"));
+  CHECK(kshape_apply(&t, (opt_action){OPT_LOCAL, 1, 4}) == 0);
+  CHECK(kshape_local_size(&t) == 64 && kshape_local_bytes(&t) == 64 * 4);
+  CHECK(refused(&t, OPT_LOCAL, 1, 2, "work-items in a work-group"));
+  CHECK(kshape_apply(&t, (opt_action){OPT_UPCAST, 1, 4}) == 0); /* 4 copies: 1 KiB */
+  CHECK(kshape_local_bytes(&t) == 1024);
+  CHECK(refused(&t, OPT_UPCAST, 1, 2, "bytes of local memory")); /* 8 copies: 2 KiB */
+  CHECK(!kshape_two_stages(&t));
+  kshape h = host; /* the same GROUPTOP on a host device: threads and a second stage */
+  CHECK(kshape_apply(&h, (opt_action){OPT_GROUPTOP, 1, 16}) == 0 && kshape_two_stages(&h) && kshape_local_bytes(&h) == 0);
   uop_decref(ast);
   tg_scope_end(s);
 }
@@ -652,9 +696,9 @@ TEST(opt_threadpool_covers_each_iteration_once) {
 /* ------------------------------------------------------------ BEAM */
 
 /* A real (small) search in a fresh cache directory, then the same kernel again: the answer
- * comes from the disk cache, and the kernel it picks computes the right result. */
+ * comes from the disk cache, and the kernel it picks computes the right result. On GPU devices
+ * (DEV=CL) the candidates run in device memory. */
 TEST(opt_beam_search_and_cache) {
-  if (device_default() && device_is_gpu(device_default())) SKIP("BEAM times on host devices only, so far");
   char dir[] = "/tmp/tg-beam-XXXXXX";
   if (!mkdtemp(dir)) { CHECK(0); return; }
   const char *old = getenv("TG_CACHE_DIR");

@@ -37,7 +37,11 @@ int caps_lanes(const device_caps *c, size_t elem_bytes);
 /* ---------------------------------------------------------------- shape state (opt.c) */
 
 /* Range kinds (RANGE arg[1]). A lane range is not a loop: it is the vector lane index. */
-enum { RANGE_GLOBAL = 0, RANGE_REDUCE = 1, RANGE_LANE = 2, RANGE_PARALLEL = 3 };
+enum { RANGE_GLOBAL = 0, RANGE_REDUCE = 1, RANGE_LANE = 2, RANGE_PARALLEL = 3, RANGE_LOCAL = 4 };
+/* RANGE_LOCAL (work-group devices only): a digit of the work-item's index inside its work-group
+ * (the LOCAL axes, and a GROUP axis on a work-group device). A REDUCE whose ranges are local
+ * ranges combines its source across those work-items through local memory (the renderers'
+ * work-group combine: store, barrier, read back). */
 
 /* What an axis becomes in the generated code. */
 typedef enum axis_kind {
@@ -47,10 +51,11 @@ typedef enum axis_kind {
   AX_GROUP,   /* reduction split among the threads; a second stage combines the partials */
   AX_UPCAST,  /* output axis unrolled in registers (a vector lane axis when contiguous) */
   AX_UNROLL,  /* reduction axis unrolled (vector partial sums when it is the lane axis) */
+  AX_LOCAL,   /* output axis split among a work-group's work-items (work-group devices) */
 } axis_kind;
 
 typedef enum opt_kind {
-  OPT_UPCAST, OPT_UNROLL, OPT_THREAD, OPT_GROUP, OPT_GROUPTOP, OPT_PADTO, OPT_SWAP, OPT_COUNT
+  OPT_UPCAST, OPT_UNROLL, OPT_THREAD, OPT_GROUP, OPT_GROUPTOP, OPT_PADTO, OPT_SWAP, OPT_LOCAL, OPT_COUNT
 } opt_kind;
 
 /* An action on the axis at index `axis` (at the time it is applied). amount: the split factor;
@@ -90,11 +95,27 @@ typedef struct kshape {
   opt_action applied[KS_MAX_ACTIONS];
   int napplied;
   bool scalar; /* no vector lanes: unrolled axes are scalar copies (devices without vector types) */
+  /* Work-group devices (kshape_use_workgroups): the most work-items in a work-group and the
+   * bytes of local memory one may use; local_max <= 1 on host devices (no LOCAL; GROUP means
+   * threads and a second stage there). */
+  int local_max;
+  int64_t local_bytes;
+  tg_dtype red_dtype; /* dtype of the first reduction (its partials in local memory) */
 } kshape;
 
 /* The state of an unoptimized kernel (one loop per dim of size > 1). */
 int kshape_init(kshape *ks, uop *ast);
-/* Apply an action: 0, or a negative status with a message if it is not valid here. */
+/* Make the state one for a work-group device (caps.max_local_size > 1): scalar code, LOCAL
+ * allowed, GROUP/GROUPTOP split a reduction across a work-group, within the device's limits. */
+void kshape_use_workgroups(kshape *ks, const device_caps *caps);
+/* Work-items in one work-group (1 without LOCAL or work-group GROUP axes). */
+int64_t kshape_local_size(const kshape *ks);
+/* Bytes of local memory the kernel uses for work-group partials (0 without a GROUP axis). */
+int64_t kshape_local_bytes(const kshape *ks);
+/* Whether a GROUPed reduction runs as two stages (host devices: threads, then a combine). */
+bool kshape_two_stages(const kshape *ks);
+/* Apply an action: 0, or a negative status with a message if it is not valid here (on a
+ * work-group device also when the kernel would exceed its work-items or local memory). */
 int kshape_apply(kshape *ks, opt_action a);
 /* Every action valid in this state (at most cap). */
 int kshape_candidates(const kshape *ks, opt_action *out, int cap);
@@ -187,6 +208,9 @@ char *render_cuda(const lin_program *progs, int n, const char *const *names);
 char *render_ptx(const lin_program *progs, int n, const char *const *names, int sm);
 /* Work-items of a program rendered for a GPU: the product of its output loops' sizes. */
 long long lin_work_items(const lin_program *prog);
+/* Its work-group size: the product of its local loops' sizes (RANGE_LOCAL, the innermost
+ * digits of the work-item index), 0 when it has none (the device picks). */
+long long lin_local_size(const lin_program *prog);
 
 /* A compiled kernel: one or two stages, each run over [0, parallel) of its parallel axis by
  * its device's launch. */
@@ -194,7 +218,8 @@ typedef void (*kernel_fn)(void **args, long long start, long long end);
 typedef struct device device; /* src/device/device.h */
 typedef struct program_stage {
   kernel_fn fn;
-  long long parallel; /* iterations of the parallel axis (1: serial) */
+  long long parallel; /* iterations of the parallel axis (1: serial); GPU devices: work-items */
+  long long local;    /* GPU devices: work-items per work-group (0: the device's choice) */
 } program_stage;
 typedef struct program {
   kernel_info info;

@@ -5,7 +5,9 @@
  * outermost); a REDUCE first emits the parts of its bodies that do not depend on its ranges
  * (hoisting invariants), then opens its loops, emits the rest, and closes them. REDUCEs over
  * the same loops whose inputs are ready share one loop nest (the accumulators of a register
- * tile). Vector lanes are types (vcount), not loops. Deterministic: sources in order. */
+ * tile). Vector lanes are types (vcount), not loops. Local ranges (work-group devices) are
+ * outer loops too, the innermost ones; a REDUCE over local ranges (a work-group combine) is
+ * no loop but one value (L_VALUE) after its source. Deterministic: sources in order. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -156,21 +158,30 @@ static void emit_reduce(lin_ctx *c, uop *u) {
   for (int g = 0; g < ng; g++) push(c, L_ACC_FINAL, group[g]);
 }
 
+/* A REDUCE across the work-items of a work-group: its ranges are local ranges. */
+static bool group_combine(const uop *u) {
+  for (int i = reduce_nbody(u); i < u->nsrc; i++)
+    if (u->src[i]->op != OP_RANGE || u->src[i]->arg[1] != RANGE_LOCAL) return false;
+  return u->nsrc > reduce_nbody(u);
+}
+
 static void emit(lin_ctx *c, uop *u) {
   if (c->err || emitted(c, u)) return;
   mark_emitted(c, u);
   if (inline_node(u)) return;
-  if (u->op == OP_REDUCE) { emit_reduce(c, u); return; }
+  if (u->op == OP_REDUCE && !group_combine(u)) { emit_reduce(c, u); return; }
   for (int i = 0; i < u->nsrc; i++) emit(c, u->src[i]);
   if (u->op == OP_SINK) return;
   if (uop_is_alu(u) && u->dtype != TG_INT64) c->info->flops += (uint64_t)c->trips * lane_factor(u);
   push(c, u->op == OP_STORE ? L_STORE : L_VALUE, u);
 }
 
-/* Output loops go outermost: the parallel range first, then by range id (= axis order). */
+/* Output loops go outermost: the parallel range first, local ranges last (the work-group's
+ * digits of the work-item index are its innermost), else by range id (= axis order). */
 static int outer_order(const uop *a, const uop *b) {
-  bool pa = a->arg[1] == RANGE_PARALLEL, pb = b->arg[1] == RANGE_PARALLEL;
-  if (pa != pb) return pa ? -1 : 1;
+  int ra = a->arg[1] == RANGE_PARALLEL ? 0 : a->arg[1] == RANGE_LOCAL ? 2 : 1;
+  int rb = b->arg[1] == RANGE_PARALLEL ? 0 : b->arg[1] == RANGE_LOCAL ? 2 : 1;
+  if (ra != rb) return ra < rb ? -1 : 1;
   return a->arg[0] < b->arg[0] ? -1 : a->arg[0] > b->arg[0];
 }
 
@@ -185,7 +196,7 @@ int linearize(uop *sink, lin_program *prog, kernel_info *info) {
     uop *u = order[i];
     if (u->op == OP_REDUCE) VEC_PUSH(c.reduces, u);
     if (u->op != OP_RANGE) continue;
-    if (u->arg[1] == RANGE_GLOBAL || u->arg[1] == RANGE_PARALLEL) VEC_PUSH(outer, u);
+    if (u->arg[1] == RANGE_GLOBAL || u->arg[1] == RANGE_PARALLEL || u->arg[1] == RANGE_LOCAL) VEC_PUSH(outer, u);
   }
   free(order);
   for (size_t i = 1; i < outer.n; i++) /* insertion sort */

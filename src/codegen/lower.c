@@ -11,7 +11,11 @@
  * vector lanes), and every other unrolled axis is a constant: the output is stored once per
  * combination of their values, and an unrolled reduction accumulates one body per
  * combination. Padded dims mask their loads, gate their stores, and feed the identity to
- * their reduction. After simplification, loads and stores whose index is base + lane become
+ * their reduction. On a work-group device LOCAL axes and a GROUP axis are local ranges (digits
+ * of the work-item's index in its work-group); a GROUPed reduction becomes the work-items'
+ * partial sums, combined across the group axis by a REDUCE over its local range (the
+ * renderers' local-memory combine), and only the group's first work-item stores.
+ * After simplification, loads and stores whose index is base + lane become
  * vector accesses (LOAD/STORE arg = [lanes, aligned, checked]), and vectorize.c gives every
  * node that depends on the lane its vector type. */
 #include <math.h>
@@ -41,6 +45,7 @@ typedef struct lower_ctx {
   ptrmap uses_lane;         /* node → 1 uses the lane, 2 does not */
   ptrmap plain_ranges;      /* REDUCE_AXIS → id of its first range + 1 (shared by all copies) */
   uop *partial_range;       /* stage 2: the loop over the groups */
+  uop *group_local;         /* work-group devices: the GROUP axis's local range, or NULL */
 } lower_ctx;
 
 static uop *new_range(int64_t id, int64_t end, int kind) {
@@ -304,7 +309,10 @@ static uop *lower_reduce(lower_ctx *c, uop *x, uop **idx, int n, uop *valid) {
     if (ks->ax[i].kind == AX_REDUCE) src[ns++] = c->var[i];
   if (c->lane >= 0 && ks->ax[c->lane].kind == AX_UNROLL) src[ns++] = c->lane_range;
   int64_t arg[3] = {x->arg[0], nb, lane_only >= 0 ? ks->size[lane_only] : 0};
-  return uop_new(OP_REDUCE, x->dtype, src, ns, arg, lane_only >= 0 ? 3 : 2);
+  uop *partial = uop_new(OP_REDUCE, x->dtype, src, ns, arg, lane_only >= 0 ? 3 : 2);
+  if (!c->group_local) return partial;
+  uop *across[2] = {partial, c->group_local}; /* the work-group's partials combined */
+  return uop_new(OP_REDUCE, x->dtype, across, 2, (int64_t[]){x->arg[0], 1}, 2);
 }
 
 static const lowerer lowerers[OP_COUNT] = {
@@ -481,7 +489,10 @@ static void setup_axes(lower_ctx *c, int stage) {
     else if (x->kind == AX_REDUCE) c->var[i] = new_range(i, x->size, RANGE_REDUCE);
     else if (x->kind == AX_THREAD || (x->kind == AX_GROUP && stage == STAGE_PARTIAL))
       c->var[i] = new_range(i, x->size, RANGE_PARALLEL);
+    else if (x->kind == AX_LOCAL || (x->kind == AX_GROUP && ks->local_max > 1))
+      c->var[i] = new_range(i, x->size, RANGE_LOCAL);
     if (x->kind == AX_GROUP) c->groups = x->size;
+    if (x->kind == AX_GROUP && ks->local_max > 1) c->group_local = c->var[i];
   }
 }
 
@@ -512,6 +523,8 @@ static uop *lower_stores(lower_ctx *c, uop *ast, kernel_info *info) {
       math[d] = dim_clamp(c, d, idx[d]);
       valid = land(valid, dim_valid(c, d, idx[d]));
     }
+    if (c->group_local) /* every work-item of the group has the combined value: the first stores */
+      valid = land(valid, uop_alu(OP_CMPEQ, c->group_local, uop_idx(0)));
     uop *value = output_value(c, ast, math, uop_const_bool(true)), *at = flat_index(idx, ast->arg, nd), *buf = out;
     if (c->stage == STAGE_PARTIAL) {
       int g = kshape_parallel_axis(ks);

@@ -12,7 +12,13 @@
  *   GROUPTOP(a, n)  reduce axis: the top n become the parallel axis; stage 2 combines
  *   GROUP(a, n)     same with the bottom n (threads interleave)
  *   PADTO(a, m)     pad an unsplit axis up to a multiple of m (masked); before any split
- *   SWAP(a, b)      exchange two loops of the same class (output or reduce) */
+ *   SWAP(a, b)      exchange two loops of the same class (output or reduce)
+ *   LOCAL(a, n)     output axis: split off n, each a work-item of one work-group
+ *
+ * On a work-group device (kshape_use_workgroups: OpenCL, CUDA) GROUP/GROUPTOP split the
+ * reduction across the work-items of one work-group instead: each sums its part, the partials
+ * meet in local memory (one stage). There every action also checks the device's limits: the
+ * work-items of a work-group (LOCAL and GROUP sizes) and the local memory of the partials. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +28,7 @@
 #include "uop/dtype.h"
 
 static const char *const opt_names[OPT_COUNT] = {"UPCAST", "UNROLL", "THREAD", "GROUP",
-                                                 "GROUPTOP", "PADTO", "SWAP"};
+                                                 "GROUPTOP", "PADTO", "SWAP", "LOCAL"};
 const char *opt_name(opt_kind k) { return k >= 0 && k < OPT_COUNT ? opt_names[k] : "?"; }
 
 static bool is_unrolled(axis_kind k) { return k == AX_UPCAST || k == AX_UNROLL; }
@@ -74,6 +80,7 @@ int kshape_init(kshape *ks, uop *ast) {
   if (first) {
     const int64_t *s = uop_shape(first->src[0]);
     ks->reduce_op = (int)first->arg[0];
+    ks->red_dtype = first->dtype;
     ks->nred = first->narg - 1;
     for (int j = 0; j < ks->nred; j++) {
       int d = ks->nout + j;
@@ -96,6 +103,44 @@ static int64_t unrolled_product(const kshape *ks) {
   for (int i = 0; i < ks->nax; i++)
     if (is_unrolled(ks->ax[i].kind)) p *= ks->ax[i].size;
   return p;
+}
+
+static bool workgroups(const kshape *ks) { return ks->local_max > 1; }
+
+void kshape_use_workgroups(kshape *ks, const device_caps *caps) {
+  ks->scalar = true;
+  ks->local_max = caps->max_local_size;
+  ks->local_bytes = caps->local_bytes;
+}
+
+bool kshape_two_stages(const kshape *ks) {
+  int a = kshape_parallel_axis(ks);
+  return a >= 0 && ks->ax[a].kind == AX_GROUP && !workgroups(ks);
+}
+
+int64_t kshape_local_size(const kshape *ks) {
+  int64_t n = 1;
+  for (int i = 0; i < ks->nax; i++)
+    if (ks->ax[i].kind == AX_LOCAL || (ks->ax[i].kind == AX_GROUP && workgroups(ks))) n *= ks->ax[i].size;
+  return n;
+}
+
+/* A partial in local memory: bools as bytes, 16-bit floats as the floats they compute in,
+ * narrow integers as the 32-bit registers PTX keeps them in. */
+static int64_t partial_bytes(tg_dtype dt) {
+  int64_t n = (int64_t)tg_dtype_size(dt);
+  return dt == TG_BOOL ? 1 : n < 4 ? 4 : n;
+}
+
+/* One partial per work-item for each output copy (every UPCAST combination has its own
+ * reduction, and its own local array). */
+int64_t kshape_local_bytes(const kshape *ks) {
+  int a = kshape_parallel_axis(ks);
+  if (!workgroups(ks) || a < 0 || ks->ax[a].kind != AX_GROUP) return 0;
+  int64_t copies = 1;
+  for (int i = 0; i < ks->nax; i++)
+    if (ks->ax[i].kind == AX_UPCAST) copies *= ks->ax[i].size;
+  return copies * kshape_local_size(ks) * partial_bytes(ks->red_dtype);
 }
 
 int kshape_parallel_axis(const kshape *ks) {
@@ -178,6 +223,28 @@ static int apply_parallel(kshape *ks, opt_action a) {
   return 0;
 }
 
+/* LOCAL: the inner n of an output loop become work-items of the work-group (the innermost
+ * digits of the work-item index: neighbours read neighbouring elements). */
+static int apply_local(kshape *ks, opt_action a) {
+  if (!workgroups(ks)) return BAD("LOCAL(%d,%lld): the device has no work-groups", a.axis, (long long)a.amount);
+  int rc = check_split(ks, a, AX_GLOBAL, "an output loop");
+  if (rc) return rc;
+  split_inner(ks, a.axis, a.amount, AX_LOCAL, -1);
+  return 0;
+}
+
+/* The device's limits, checked after every action on a work-group device. */
+static int check_limits(const kshape *ks, opt_action a) {
+  int64_t items = kshape_local_size(ks), bytes = kshape_local_bytes(ks);
+  if (items > ks->local_max)
+    return BAD("%s(%d,%lld): %lld work-items in a work-group, more than the device's %d", opt_name(a.kind), a.axis, (long long)a.amount,
+               (long long)items, ks->local_max);
+  if (bytes > ks->local_bytes)
+    return BAD("%s(%d,%lld): %lld bytes of local memory, more than the device's %lld", opt_name(a.kind), a.axis, (long long)a.amount,
+               (long long)bytes, (long long)ks->local_bytes);
+  return 0;
+}
+
 static int apply_padto(kshape *ks, opt_action a) {
   kaxis *x = &ks->ax[a.axis];
   if (x->kind != AX_GLOBAL && x->kind != AX_REDUCE) return BAD("PADTO(%d,%lld): axis %d is not a loop", a.axis, (long long)a.amount, a.axis);
@@ -204,16 +271,21 @@ int kshape_apply(kshape *ks, opt_action a) {
   if (a.axis < 0 || a.axis >= ks->nax) return BAD("%s(%d,%lld): no axis %d (kernel has %d)", opt_name(a.kind), a.axis, (long long)a.amount, a.axis, ks->nax);
   if (ks->napplied == KS_MAX_ACTIONS) return BAD("%s: too many optimizations", opt_name(a.kind));
   if (ks->nax + 1 >= KS_MAX_AXES) return BAD("%s: too many axes", opt_name(a.kind));
+  kshape t = *ks; /* applied to a copy: a refused action leaves the state as it was */
   int rc;
   switch (a.kind) {
-    case OPT_UPCAST: rc = apply_unroll(ks, a, AX_GLOBAL, AX_UPCAST); break;
-    case OPT_UNROLL: rc = apply_unroll(ks, a, AX_REDUCE, AX_UNROLL); break;
-    case OPT_THREAD: case OPT_GROUP: case OPT_GROUPTOP: rc = apply_parallel(ks, a); break;
-    case OPT_PADTO: rc = apply_padto(ks, a); break;
-    default: rc = apply_swap(ks, a); break;
+    case OPT_UPCAST: rc = apply_unroll(&t, a, AX_GLOBAL, AX_UPCAST); break;
+    case OPT_UNROLL: rc = apply_unroll(&t, a, AX_REDUCE, AX_UNROLL); break;
+    case OPT_THREAD: case OPT_GROUP: case OPT_GROUPTOP: rc = apply_parallel(&t, a); break;
+    case OPT_PADTO: rc = apply_padto(&t, a); break;
+    case OPT_LOCAL: rc = apply_local(&t, a); break;
+    default: rc = apply_swap(&t, a); break;
   }
-  if (rc == 0) ks->applied[ks->napplied++] = a;
-  return rc;
+  if (rc == 0 && workgroups(&t)) rc = check_limits(&t, a);
+  if (rc) return rc;
+  *ks = t;
+  ks->applied[ks->napplied++] = a;
+  return 0;
 }
 
 int kshape_candidates(const kshape *ks, opt_action *out, int cap) {
@@ -228,6 +300,8 @@ int kshape_candidates(const kshape *ks, opt_action *out, int cap) {
       } else {
         for (size_t i = 0; i < sizeof amounts / sizeof *amounts; i++) tries[nt++] = amounts[i];
         if (k == OPT_THREAD || k == OPT_GROUPTOP) tries[nt++] = ks->ax[a].size;
+        bool wg = workgroups(ks) && (k == OPT_LOCAL || k == OPT_GROUP || k == OPT_GROUPTOP);
+        for (int64_t big = 64; wg && big <= 256; big *= 2) tries[nt++] = big; /* work-group sizes */
       }
       for (int t = 0; t < nt && n < cap; t++) {
         kshape tmp = *ks;
@@ -573,8 +647,7 @@ static int64_t tile_budget(const device_caps *caps) {
 /* A device with work-items (max_local_size > 1) runs one per output element, in scalar code.
  * A reduction whose last two output dims are each read broadcast by some load (a matmul: x is
  * the same along m, y along n) gets a 4x4 register tile per work-item, each dim tiled only
- * while 64Ki work-items remain (a device of ~130 cores x 2048 resident threads stays fed).
- * Workgroups, local memory and split reductions are issue 13's GPU-style codegen. */
+ * while 64Ki work-items remain (a device of ~130 cores x 2048 resident threads stays fed). */
 static void optimize_work_items(kshape *ks, const kaccess *acc, int na) {
   if (ks->nred == 0 || ks->nout < 2) return;
   int64_t items = 1;
@@ -585,6 +658,67 @@ static void optimize_work_items(kshape *ks, const kaccess *acc, int na) {
       items /= 4;
 }
 
+/* Work-group sizes the heuristics use: at most 256 work-items (a few warps; PoCL and GPUs
+ * alike run that well), at least 16 for a split reduction. */
+enum { WG_ITEMS = 256, WG_MIN_GROUP = 16 };
+
+/* A reduction with few outputs (fewer than 16Ki work-items would idle a GPU) over a long axis
+ * is split across one work-group (GROUPTOP): each work-item sums a contiguous part, the
+ * partials meet in local memory. The group is the largest power of two from 256 down to 16
+ * that leaves each work-item 8 elements or more, dividing the axis if one does, else the axis
+ * is padded to a multiple of the largest (the padding adds the identity). */
+static bool group_reduction(kshape *ks, int64_t items) {
+  if (ks->nred == 0 || !ks->group_ok || items > (1 << 14)) return false;
+  int best = -1;
+  for (int i = 0; i < ks->nax; i++)
+    if (ks->ax[i].kind == AX_REDUCE && (best < 0 || ks->ax[i].size > ks->ax[best].size)) best = i;
+  if (best < 0) return false;
+  int64_t size = ks->ax[best].size, top = 0;
+  for (int64_t g = WG_ITEMS; g >= WG_MIN_GROUP; g /= 2) {
+    if (g > ks->local_max || size < 8 * g) continue;
+    if (!top) top = g;
+    if (size % g == 0) return try_apply(ks, OPT_GROUPTOP, best, g);
+  }
+  if (!top || !try_apply(ks, OPT_PADTO, best, top)) return false;
+  return try_apply(ks, OPT_GROUPTOP, best, top);
+}
+
+/* The largest divisor of n that is at most cap (1 if none above 1). */
+static int64_t divisor_upto(int64_t n, int64_t cap) {
+  for (int64_t d = cap < n ? cap : n; d >= 2; d--)
+    if (n % d == 0) return d;
+  return 1;
+}
+
+/* LOCAL on the output dims, innermost first (neighbouring work-items read neighbouring
+ * elements), until the work-group has `budget` work-items or no dim divides further. */
+static void local_outputs(kshape *ks, int64_t budget) {
+  for (int d = ks->nout - 1; d >= 0 && budget >= 2; d--) {
+    int a = find_axis(ks, d, AX_GLOBAL);
+    int64_t n = a < 0 ? 1 : divisor_upto(ks->ax[a].size, budget);
+    if (n >= 2 && try_apply(ks, OPT_LOCAL, a, n)) budget /= n;
+  }
+}
+
+/* Work-group devices: the register tile of a matmul (optimize_work_items), a GROUPTOP work-group
+ * for a reduction with few outputs, and LOCAL work-groups of the output for the rest: a matmul
+ * of 16x16 work-items each 4x4 outputs, an elementwise kernel 256 consecutive elements. */
+static void optimize_workgroups(kshape *ks, const kaccess *acc, int na) {
+  optimize_work_items(ks, acc, na);
+  int64_t items = 1;
+  for (int i = 0; i < ks->nax; i++)
+    if (ks->ax[i].kind == AX_GLOBAL) items *= ks->ax[i].size;
+  if (group_reduction(ks, items)) return;
+  bool tile = false;
+  for (int i = 0; i < ks->nax; i++) tile |= ks->ax[i].kind == AX_UPCAST;
+  if (!tile) { local_outputs(ks, ks->local_max < WG_ITEMS ? ks->local_max : WG_ITEMS); return; }
+  for (int d = ks->nout - 1; d >= ks->nout - 2 && d >= 0; d--) { /* a square work-group over the tile's dims */
+    int a = find_axis(ks, d, AX_GLOBAL);
+    int64_t n = a < 0 ? 1 : divisor_upto(ks->ax[a].size, 16);
+    if (n >= 2) try_apply(ks, OPT_LOCAL, a, n);
+  }
+}
+
 void kshape_optimize(kshape *ks, uop *ast, const device_caps *caps) {
   if (tg_getenv_int("NOOPT", 0)) return;
   enum { MAXACC = 64 };
@@ -592,7 +726,8 @@ void kshape_optimize(kshape *ks, uop *ast, const device_caps *caps) {
   int na = acc ? kernel_accesses(ast, acc, MAXACC) : -1;
   if (na < 0) { free(acc); tg_clear_error(); return; }
   if (caps->max_local_size > 1) {
-    optimize_work_items(ks, acc, na);
+    if (workgroups(ks)) optimize_workgroups(ks, acc, na);
+    else optimize_work_items(ks, acc, na);
     free(acc);
     return;
   }

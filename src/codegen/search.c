@@ -2,7 +2,8 @@
  *
  * Start from the unoptimized state and the heuristics' choice; each round extends every state
  * in the beam by every (filtered) valid action, compiles and times the candidates on scratch
- * buffers of the kernel's shapes, checks their output against the heuristics' program, and
+ * buffers of the kernel's shapes (in the device's own memory on GPU devices: filled from host
+ * copies, the output read back to compare), checks their output against the heuristics' program, and
  * keeps the `width` fastest. It stops when a round brings no gain. The winner's actions are
  * cached on disk (disk_cache.h: <cache>/beam-<hash>.txt, keyed by the serialized AST and the
  * device: compiler, flags, threads), so a second run builds it directly; an entry that does not
@@ -23,11 +24,13 @@
 #include "uop/dtype.h"
 
 typedef struct bench {
-  void *args[66];
+  void *args[66]; /* host scratch buffers */
   size_t numel[66];
   tg_dtype dtype[66];
   int nbufs;
   void *ref; /* output of the reference program */
+  const device *dev; /* GPU devices (bench_upload): args[] copied into mem[], where kernels run */
+  void *mem[66];
 } bench;
 
 typedef struct candidate {
@@ -40,8 +43,39 @@ _Atomic uint64_t tg_beam_searches, tg_beam_cache_hits;
 /* ---------------------------------------------------------------- buffers */
 
 static void bench_free(bench *b) {
-  for (int i = 0; i < 66; i++) free(b->args[i]);
+  for (int i = 0; i < 66; i++) {
+    free(b->args[i]);
+    if (b->dev && b->mem[i]) b->dev->free(b->mem[i]);
+  }
   free(b->ref);
+}
+
+static size_t bench_bytes(const bench *b, int s) { return (b->numel[s] * tg_dtype_size(b->dtype[s]) + 63) / 64 * 64; }
+
+/* GPU devices: every scratch buffer copied into device memory (with the slack every buffer
+ * gets); kernels then run there (bench_args). Host devices: nothing to do. */
+static int bench_upload(bench *b, const device *dev) {
+  if (!device_is_gpu(dev)) return 0;
+  b->dev = dev;
+  for (int s = 0; s < b->nbufs; s++) {
+    size_t bytes = bench_bytes(b, s) + BUFFER_SLACK;
+    if (!(b->mem[s] = dev->alloc(bytes)) || dev->copy_in(b->mem[s], b->args[s], bytes) < 0) return TG_ERR_DEVICE;
+  }
+  return 0;
+}
+
+static void **bench_args(bench *b) { return b->dev ? b->mem : b->args; }
+
+/* The output into args[0] (from device memory on GPU devices). */
+static int bench_output(bench *b) {
+  return b->dev ? b->dev->copy_out(b->args[0], b->mem[0], b->numel[0] * tg_dtype_size(b->dtype[0])) : 0;
+}
+
+/* Zero the output before a candidate runs (where it runs). */
+static int bench_clear_output(bench *b) {
+  size_t bytes = b->numel[0] * tg_dtype_size(b->dtype[0]);
+  memset(b->args[0], 0, bytes);
+  return b->dev ? b->dev->copy_in(b->mem[0], b->args[0], bytes) : 0;
 }
 
 /* Scratch buffers for every PARAM slot (small pseudo-random values) and the output. */
@@ -61,7 +95,7 @@ static int bench_alloc(uop *ast, bench *b) {
   free(order);
   uint64_t state = 0x9e3779b97f4a7c15ull;
   for (int s = 0; s < b->nbufs; s++) {
-    size_t bytes = (b->numel[s] * tg_dtype_size(b->dtype[s]) + 63) / 64 * 64;
+    size_t bytes = bench_bytes(b, s);
     if (!(b->args[s] = aligned_alloc(64, bytes + BUFFER_SLACK))) return TG_ERR_NOMEM;
     memset(b->args[s], 0, bytes + BUFFER_SLACK);
     for (size_t i = 0; s > 0 && i < b->numel[s]; i++) {
@@ -87,7 +121,7 @@ static double time_program(program *p, bench *b, double limit) {
   double best = INFINITY;
   for (int r = 0; r < 4; r++) {
     double t0 = tg_now();
-    if (program_exec(p, b->args) < 0) return INFINITY;
+    if (program_exec(p, bench_args(b)) < 0) return INFINITY;
     double ms = (tg_now() - t0) * 1e3;
     if (ms < best) best = ms;
     if (ms > limit) break;
@@ -109,14 +143,21 @@ static void cache_name(const device *d, uop *ast, char *name, size_t n) {
   snprintf(name, n, "beam-%016llx.txt", (unsigned long long)h);
 }
 
+/* The unoptimized state of ast for dev (work-groups and their limits on GPU devices). */
+static int start_state(const device *dev, uop *ast, kshape *ks) {
+  int rc = kshape_init(ks, ast);
+  if (rc == 0 && device_is_gpu(dev)) kshape_use_workgroups(ks, &dev->caps);
+  return rc;
+}
+
 /* Read an entry: the action count, the actions, then "end" (a truncated file lacks it, even
  * when it was cut inside the last number). False when it does not parse or apply. */
-static bool parse_entry(const char *path, uop *ast, kshape *ks) {
+static bool parse_entry(const char *path, const device *dev, uop *ast, kshape *ks) {
   FILE *f = fopen(path, "r");
   if (!f) return false;
   char end[4] = "";
   int n, ok = fscanf(f, "%d", &n) == 1 && n >= 0 && n <= KS_MAX_ACTIONS;
-  if (ok) ok = kshape_init(ks, ast) == 0;
+  if (ok) ok = start_state(dev, ast, ks) == 0;
   for (int i = 0; ok && i < n; i++) {
     int k, axis;
     long long amount;
@@ -130,12 +171,12 @@ static bool parse_entry(const char *path, uop *ast, kshape *ks) {
 }
 
 /* The cached choice for ast; an entry that does not parse or apply is removed. */
-static bool cache_load(const char *name, uop *ast, kshape *ks) {
+static bool cache_load(const char *name, const device *dev, uop *ast, kshape *ks) {
   char path[PATH_MAX];
   int found = disk_cache_find(name, disk_cache_check_nonempty, path, sizeof path);
   if (found < 0) tg_clear_error();
   if (found <= 0) return false;
-  if (parse_entry(path, ast, ks)) return true;
+  if (parse_entry(path, dev, ast, ks)) return true;
   disk_cache_remove(path, "not a BEAM entry for this kernel");
   return false;
 }
@@ -152,15 +193,20 @@ static void cache_store(const char *name, const kshape *ks) {
 
 /* ---------------------------------------------------------------- the search */
 
-/* The actions worth timing: common split sizes, whole-axis threads, padding to vectors. */
+/* The actions worth timing: common split sizes, whole-axis threads, padding to vectors; on a
+ * work-group device work-groups of 8 to 256 (LOCAL, GROUP, GROUPTOP). */
 static bool worth_trying(const kshape *ks, opt_action a, int threads) {
   int64_t size = ks->ax[a.axis].size;
+  bool wg_size = a.amount >= 8 && a.amount <= 256 && (a.amount & (a.amount - 1)) == 0;
+  if (ks->local_max > 1 && (a.kind == OPT_LOCAL || a.kind == OPT_GROUP || a.kind == OPT_GROUPTOP)) return wg_size || a.amount == size;
+  if (ks->local_max > 1 && a.kind == OPT_THREAD) return false; /* no threads on a GPU */
   switch (a.kind) {
     case OPT_UPCAST: case OPT_UNROLL: return a.amount == 2 || a.amount == 3 || a.amount == 4 || a.amount == 5 || a.amount == 8 || a.amount == 16;
     case OPT_THREAD: return a.amount == size;
     case OPT_GROUPTOP: return a.amount == threads || a.amount == 2 * threads;
     case OPT_GROUP: return false;
     case OPT_PADTO: return a.amount == 8 || a.amount == 16;
+    case OPT_LOCAL: return false;
     default: return true;
   }
 }
@@ -200,9 +246,9 @@ static void try_state(search *s, const kshape *ks) {
   s->tried++;
   program *p = program_build(s->dev, s->ast, ks);
   if (!p) { s->failed++; tg_clear_error(); return; }
-  memset(s->b.args[0], 0, s->b.numel[0] * tg_dtype_size(s->b.dtype[0]));
-  double ms = time_program(p, &s->b, 4 * s->best_ms + 1);
-  if (!output_matches(&s->b)) s->wrong++;
+  double ms = bench_clear_output(&s->b) < 0 ? INFINITY : time_program(p, &s->b, 4 * s->best_ms + 1);
+  if (!isfinite(ms) || bench_output(&s->b) < 0) s->failed++, c->ms = INFINITY, tg_clear_error();
+  else if (!output_matches(&s->b)) s->wrong++;
   else c->ms = ms;
   if (c->ms < s->best_ms) s->best_ms = c->ms;
   program_free(p);
@@ -232,12 +278,13 @@ static void round_of(search *s, const candidate *beam, int nbeam, int limit) {
 
 static int run_search(search *s, int width, kshape *best) {
   kshape start;
-  if (kshape_init(&start, s->ast) < 0) return TG_ERR_ARG;
+  if (start_state(s->dev, s->ast, &start) < 0) return TG_ERR_ARG;
   kshape heur = start;
   kshape_optimize(&heur, s->ast, &s->dev->caps);
   program *ref = program_build(s->dev, s->ast, &heur);
   if (!ref) return TG_ERR_COMPILE;
   s->best_ms = time_program(ref, &s->b, INFINITY);
+  if (!isfinite(s->best_ms) || bench_output(&s->b) < 0) { program_free(ref); return TG_ERR_DEVICE; }
   size_t bytes = s->b.numel[0] * tg_dtype_size(s->b.dtype[0]);
   s->b.ref = malloc(bytes ? bytes : 1);
   if (!s->b.ref) { program_free(ref); return TG_ERR_NOMEM; }
@@ -272,13 +319,12 @@ static int run_search(search *s, int width, kshape *best) {
 }
 
 int beam_search(const device *dev, uop *ast, int width, kshape *best) {
-  /* candidates are timed on host scratch buffers: not on devices with their own memory yet */
-  if (device_is_gpu(dev)) return tg_set_error(TG_ERR_ARG, "BEAM: not on %s yet (host devices only)", dev->name);
   char name[64];
   cache_name(dev, ast, name, sizeof name);
-  if (cache_load(name, ast, best)) { tg_beam_cache_hits++; return 0; }
+  if (cache_load(name, dev, ast, best)) { tg_beam_cache_hits++; return 0; }
   search s = {.dev = dev, .ast = ast, .deadline = tg_now() + tg_getenv_int("BEAM_TIMEOUT", 120)};
   int rc = bench_alloc(ast, &s.b);
+  if (rc == 0) rc = bench_upload(&s.b, dev);
   if (rc == 0) rc = run_search(&s, width < 1 ? 1 : width, best);
   if (rc == 0) cache_store(name, best);
   if (tg_debug() >= 1)

@@ -509,10 +509,16 @@ static cl_int run_locked(cl_handle k, void **args, int nargs, long long n, size_
   return err;
 }
 
-static int cl_launch(kernel_fn fn, void **args, int nargs, long long n) {
+/* n work-items in work-groups of `want` (0: local_size's choice, the last group padded). A
+ * work-group size the kernel or device cannot take is an error before anything runs. */
+static int cl_launch_local(kernel_fn fn, void **args, int nargs, long long n, long long want) {
   cl_handle k = (cl_handle)(uintptr_t)fn;
   if (n <= 0) return 0; /* nothing to compute */
-  size_t local = local_size(k, n);
+  size_t local = want > 0 ? (size_t)want : local_size(k, n), kernel_most = 0;
+  if (want > 0 && C.f.clGetKernelWorkGroupInfo(k, C.dev, CL_KERNEL_WORK_GROUP_SIZE, sizeof kernel_most, &kernel_most, NULL) == CL_SUCCESS &&
+      (local > kernel_most || local > C.max_local || n % want))
+    return tg_set_error(TG_ERR_DEVICE, "CL: work-groups of %lld work-items for %lld work-items: %s allows %zu for this kernel", want, n,
+                        C.name, kernel_most < C.max_local ? kernel_most : C.max_local);
   if ((unsigned long long)n > SIZE_MAX - local) return tg_set_error(TG_ERR_DEVICE, "CL: %lld work-items are too many", n);
   size_t global = ((size_t)n + local - 1) / local * local;
   pthread_mutex_lock(&C.lock);
@@ -522,6 +528,8 @@ static int cl_launch(kernel_fn fn, void **args, int nargs, long long n) {
   return tg_set_error(TG_ERR_DEVICE, "CL: kernel launch on %s (%lld work-items, local size %zu, %d buffers) failed: %s", C.name, n, local,
                       nargs, cl_error_name(err));
 }
+
+static int cl_launch(kernel_fn fn, void **args, int nargs, long long n) { return cl_launch_local(fn, args, nargs, n, 0); }
 
 /* ---------------------------------------------------------------- the device */
 
@@ -538,6 +546,7 @@ device cl_device = {
     .render = render_opencl,
     .compile = cl_compile,
     .launch = cl_launch,
+    .launch_local = cl_launch_local,
     .describe = cl_describe,
     .alloc = cl_alloc,
     .free = cl_free,

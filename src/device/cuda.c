@@ -654,9 +654,11 @@ static CUresult run_locked(const kernel_rec *k, void *fn, unsigned grid, unsigne
   return r;
 }
 
-/* n work-items in blocks of min(n, 256, the kernel's limit); kernelParams: &n, then a pointer
- * to each buffer handle (a kernel that declares fewer buffers ignores the rest). */
-static int cuda_launch(kernel_fn fn, void **args, int nargs, long long n) {
+/* n work-items in blocks of `want` (a kernel's work-group size), else of min(n, 256, the
+ * kernel's limit); kernelParams: &n, then a pointer to each buffer handle (a kernel that
+ * declares fewer buffers ignores the rest). A block the kernel cannot take is an error before
+ * anything runs. */
+static int cuda_launch_local(kernel_fn fn, void **args, int nargs, long long n, long long want) {
   if (n <= 0) return 0; /* nothing to compute */
   if (!ready()) return TG_ERR_DEVICE;
   if (nargs < 0 || nargs > MAX_ARGS) return tg_set_error(TG_ERR_DEVICE, "CUDA: a launch with %d buffers (at most %d)", nargs, MAX_ARGS);
@@ -666,7 +668,12 @@ static int cuda_launch(kernel_fn fn, void **args, int nargs, long long n) {
   pthread_mutex_lock(&D.lock);
   kernel_rec *k = ptrmap_get(&D.kernels, f);
   long long block = k && k->max_threads < BLOCK ? k->max_threads : BLOCK;
-  block = n < block ? n : block;
+  block = want > 0 ? want : n < block ? n : block;
+  if (want > 0 && ((k && want > k->max_threads) || n % want)) {
+    pthread_mutex_unlock(&D.lock);
+    return tg_set_error(TG_ERR_DEVICE, "CUDA: kernel %s: blocks of %lld threads for %lld work-items: it allows %d", k ? k->name : "?", want,
+                        n, k ? k->max_threads : 0);
+  }
   long long grid = (n + block - 1) / block;
   CUresult r = grid <= (D.max_grid > 0 ? D.max_grid : INT_MAX) ? run_locked(k, f, (unsigned)grid, (unsigned)block, params) : -1;
   pthread_mutex_unlock(&D.lock);
@@ -677,6 +684,8 @@ static int cuda_launch(kernel_fn fn, void **args, int nargs, long long n) {
                         block, nargs, D.name, cu_error(r));
   return 0;
 }
+
+static int cuda_launch(kernel_fn fn, void **args, int nargs, long long n) { return cuda_launch_local(fn, args, nargs, n, 0); }
 
 /* ---------------------------------------------------------------- the device */
 
@@ -698,6 +707,7 @@ device cuda_device = {
     .render = render_cuda,
     .compile = cuda_compile,
     .launch = cuda_launch,
+    .launch_local = cuda_launch_local,
     .describe = cuda_describe,
     .alloc = cuda_alloc,
     .free = cuda_free,

@@ -34,6 +34,11 @@ struct device {
    * being host addresses. GPU devices: n work-items, args being nargs memory handles (alloc's),
    * passed after n. 0 or a negative status with the error set. */
   int (*launch)(kernel_fn fn, void **args, int nargs, long long n);
+  /* GPU devices: the same in work-groups of exactly `local` work-items (n a multiple of it; a
+   * kernel with LOCAL or work-group GROUP axes relies on that size: its local arrays and
+   * barriers). Refused with an error, never run, when the kernel or device allows fewer.
+   * NULL on host devices. */
+  int (*launch_local)(kernel_fn fn, void **args, int nargs, long long n, long long local);
   /* What a kernel's speed depends on (compiler, flags, cores): keys BEAM's cache. */
   void (*describe)(char *buf, size_t n);
   /* Device memory: NULL on devices that compute on host memory (CPU, LLVM), whose buffers are

@@ -64,8 +64,7 @@ static int build_stage(const device *dev, uop *ast, const kshape *ks, int stage,
  * number of stages, or a negative status. */
 static int build_stages(const device *dev, uop *ast, const kshape *ks, lin_program *lin, char (*names)[128],
                         kernel_info *total) {
-  int par = kshape_parallel_axis(ks);
-  bool grouped = par >= 0 && ks->ax[par].kind == AX_GROUP;
+  bool grouped = kshape_two_stages(ks); /* host devices; work-group devices combine in one */
   for (int s = 0; s < 1 + grouped; s++) {
     kernel_info info = {0};
     int rc = build_stage(dev, ast, ks, grouped ? STAGE_PARTIAL + s : STAGE_ONLY, &info, &lin[s]);
@@ -88,7 +87,7 @@ static int gpu_offline_check(uop *ast) {
   if (!cuda_offline_check_on()) return 0;
   kshape ks;
   if (kshape_init(&ks, ast) < 0) return TG_ERR_ARG;
-  ks.scalar = true;
+  kshape_use_workgroups(&ks, &h100);
   kshape_optimize(&ks, ast, &h100);
   lin_program lin[2] = {{0}};
   char names[2][128];
@@ -108,7 +107,7 @@ program *program_build(const device *dev, uop *ast, const kshape *ks) {
   if (!p) { tg_set_error(TG_ERR_NOMEM, "program: out of memory"); goto fail; }
   p->ks = *ks, p->dev = dev;
   int par = kshape_parallel_axis(ks);
-  bool grouped = par >= 0 && ks->ax[par].kind == AX_GROUP;
+  bool grouped = kshape_two_stages(ks);
   char names[2][128];
   const char *name_ptrs[2] = {names[0], names[1]};
   if ((p->nstages = build_stages(dev, ast, ks, lin, names, &p->info)) < 0) goto fail;
@@ -121,7 +120,8 @@ program *program_build(const device *dev, uop *ast, const kshape *ks) {
     free(order);
     p->scratch_bytes = (size_t)ks->ax[par].size * (size_t)shape_numel(ast->arg, ast->narg) * tg_dtype_size(r->dtype);
   }
-  for (int s = 0; s < p->nstages && device_is_gpu(dev); s++) p->stage[s].parallel = lin_work_items(&lin[s]);
+  for (int s = 0; s < p->nstages && device_is_gpu(dev); s++)
+    p->stage[s].parallel = lin_work_items(&lin[s]), p->stage[s].local = lin_local_size(&lin[s]);
   p->src = dev->render(lin, p->nstages, name_ptrs);
   if (!p->src) { if (!tg_last_error()[0]) tg_set_error(TG_ERR_NOMEM, "render: out of memory"); goto fail; }
   /* TG_CUDA_CHECK=1: NVRTC (and ptxas) must also accept the GPU-style program (issue 14) */
@@ -178,10 +178,11 @@ static int parse_opts(const char *text, kshape *ks) {
 
 /* The shape state a kernel is built with: OPTS, BEAM's cached or searched choice, or the
  * heuristics (NOOPT=1: none). */
-/* The unoptimized state of a kernel for a device: scalar code where it has no vector types. */
+/* The unoptimized state of a kernel for a device: on GPU devices scalar code in work-groups
+ * within the device's limits. */
 static int shape_init(const device *dev, uop *ast, kshape *ks) {
   int rc = kshape_init(ks, ast);
-  ks->scalar = device_is_gpu(dev);
+  if (device_is_gpu(dev)) kshape_use_workgroups(ks, &dev->caps);
   return rc;
 }
 
@@ -189,7 +190,7 @@ static int choose_opts(const device *dev, uop *ast, kshape *ks) {
   if (shape_init(dev, ast, ks) < 0) return TG_ERR_ARG;
   const char *opts = getenv("OPTS");
   if (opts && *opts && parse_opts(opts, ks) == 0) return 0;
-  int beam = device_is_gpu(dev) ? 0 : tg_getenv_int("BEAM", 0); /* BEAM times on host devices only, so far */
+  int beam = tg_getenv_int("BEAM", 0);
   if ((!opts || !*opts) && beam > 0 && !tg_getenv_int("NOOPT", 0) && beam_search(dev, ast, beam, ks) == 0) return 0;
   if ((opts && *opts) || beam > 0) {
     if (tg_debug() >= 1) fprintf(stderr, "opt: falling back to the heuristics: %s\n", tg_last_error());
@@ -304,7 +305,12 @@ int program_exec(program *p, void **args) {
     all[n] = scratch;
   }
   int rc = 0;
-  for (int s = 0; s < p->nstages && rc == 0; s++) rc = p->dev->launch(p->stage[s].fn, all, n + (scratch != NULL), p->stage[s].parallel);
+  for (int s = 0; s < p->nstages && rc == 0; s++) {
+    const program_stage *st = &p->stage[s];
+    if (st->local > 0 && !p->dev->launch_local) rc = tg_set_error(TG_ERR_DEVICE, "%s: kernel %s needs work-groups", p->dev->name, p->info.name);
+    else if (st->local > 0) rc = p->dev->launch_local(st->fn, all, n + (scratch != NULL), st->parallel, st->local);
+    else rc = p->dev->launch(st->fn, all, n + (scratch != NULL), st->parallel);
+  }
   if (scratch) device_mem_free(p->dev, scratch);
   return rc;
 }

@@ -68,6 +68,9 @@ typedef struct flavor {
   const char *bool_mem;   /* type of a bool in memory */
   bool f32_math;          /* float functions are named with an f (expf): C and CUDA; OpenCL overloads */
   void (*bitcast)(strbuf *e, tg_dtype to, tg_dtype from, const char *value);
+  const char *shared;     /* qualifier of a work-group's local array */
+  const char *barrier;    /* a work-group barrier over local memory */
+  const char *lid;        /* the work-item's index in its work-group */
 } flavor;
 
 static void bitcast_c(strbuf *e, tg_dtype to, tg_dtype from, const char *v) {
@@ -100,7 +103,8 @@ static const flavor flavor_opencl = {
                "#define TG_FN static inline\n#define TG_RINTF rint\n#define tg_f2u as_uint\n#define tg_u2f as_float\n"
                "typedef long tg_i64;\ntypedef ulong tg_u64;\ntypedef bool tg_bool;\n",
     .gpu = true, .kernel = "__kernel void", .global = "__global ", .restrict_ = "restrict",
-    .gid = "(tg_i64)get_global_id(0)", .bool_mem = "uchar", .i64_suffix = "L", .f32_math = false, .bitcast = bitcast_opencl};
+    .gid = "(tg_i64)get_global_id(0)", .bool_mem = "uchar", .i64_suffix = "L", .f32_math = false, .bitcast = bitcast_opencl,
+    .shared = "__local", .barrier = "barrier(CLK_LOCAL_MEM_FENCE);", .lid = "(tg_i64)get_local_id(0)"};
 
 static const flavor flavor_cuda = {
     .prelude = "#define TG_FN static __device__ inline\n#define TG_RINTF nearbyintf\n"
@@ -110,7 +114,7 @@ static const flavor flavor_cuda = {
                "template <class T, class F> static __device__ inline T tg_bitcast(F f){T t;memcpy(&t,&f,sizeof t);return t;}\n",
     .gpu = true, .kernel = "extern \"C\" __global__ void", .global = "", .restrict_ = "__restrict__",
     .gid = "((tg_i64)blockIdx.x*blockDim.x+threadIdx.x)", .bool_mem = "bool", .i64_suffix = "LL", .f32_math = true,
-    .bitcast = bitcast_cuda};
+    .bitcast = bitcast_cuda, .shared = "__shared__", .barrier = "__syncthreads();", .lid = "(tg_i64)threadIdx.x"};
 
 /* Vector nodes (vcount w, vectorize.c) are GCC vectors (typedef float tg_f32x16
  * __attribute__((vector_size(64)))). c_vector_forms says which vector ops render as vector
@@ -129,6 +133,9 @@ typedef struct renderer {
   uop *gloop[KS_MAX_AXES];
   long long gdiv[KS_MAX_AXES];
   int ngloop;
+  long long local;  /* work-items per work-group (0: no local loops) */
+  strbuf shared;    /* the kernel's local arrays (declared at its top) */
+  int nshared;
 } renderer;
 
 /* The type a value of dt is computed in (every flavor's prelude defines the tg_ names). */
@@ -558,7 +565,7 @@ static int gpu_loop(const renderer *r, uop *u) {
 }
 
 static bool is_output_loop(const lin_op *o) {
-  return o->kind == L_LOOP && (o->u->arg[1] == RANGE_GLOBAL || o->u->arg[1] == RANGE_PARALLEL);
+  return o->kind == L_LOOP && (o->u->arg[1] == RANGE_GLOBAL || o->u->arg[1] == RANGE_PARALLEL || o->u->arg[1] == RANGE_LOCAL);
 }
 
 /* The sizes of a program's output loops (their order in it), at most cap; -1 when there are
@@ -580,6 +587,43 @@ long long lin_work_items(const lin_program *p) {
   int n = output_loops(p, loops, sizes, KS_MAX_AXES);
   for (int i = 0; i < n; i++) items *= sizes[i];
   return n < 0 ? -1 : items;
+}
+
+long long lin_local_size(const lin_program *p) {
+  long long local = 0;
+  for (int i = 0; i < p->n; i++)
+    if (p->ops[i].kind == L_LOOP && p->ops[i].u->arg[1] == RANGE_LOCAL && p->ops[i].u->src[0]->op == OP_CONST)
+      local = (local ? local : 1) * (long long)uop_const_ivalue(p->ops[i].u->src[0]);
+  return local;
+}
+
+/* A REDUCE over a local range (a work-group combine, GPU flavors): every work-item stores its
+ * partial into a local array at its index in the work-group, waits at a barrier, and combines
+ * the partials of the work-items that differ from it only in the group digit, in order:
+ *   tg_lds0[lid] = v; barrier; acc = id; for (k < G) acc = acc OP tg_lds0[lid + (k - g) * D]; */
+static void render_group_combine(renderer *r, uop *u) {
+  uop *g = u->src[1];
+  int digit = gpu_loop(r, g);
+  const char *acc = name_of(r, u), *sm = r->fl->bool_mem;
+  char id[64], arr[32], k[32], slot[160];
+  tg_dtype dt = u->dtype;
+  snprintf(arr, sizeof arr, "tg_lds%d", r->nshared);
+  snprintf(k, sizeof k, "tg_k%d", r->nshared++);
+  sb_printf(&r->shared, "  %s %s %s[%lld];\n", r->fl->shared, dt == TG_BOOL ? sm : ctype(dt), arr, r->local);
+  snprintf(slot, sizeof slot, "tg_lid + (%s - %s) * %lld%s", k, name_of(r, g), digit >= 0 ? r->gdiv[digit] : 1, r->fl->i64_suffix);
+  indent(r);
+  sb_printf(&r->out, "%s[tg_lid] = %s;\n", arr, name_of(r, u->src[0]));
+  indent(r);
+  sb_printf(&r->out, "%s\n", r->fl->barrier);
+  indent(r);
+  sb_printf(&r->out, "%s %s = %s;\n", ctype(dt), acc, reduce_identity(r, u, id, sizeof id));
+  indent(r);
+  char item[224];
+  snprintf(item, sizeof item, "((%s)%s[%s])", ctype(dt), arr, slot);
+  strbuf e = {0};
+  combine(&e, u, acc, item);
+  sb_printf(&r->out, "for (tg_i64 %s = 0; %s < %s; %s++) %s = %s;\n", k, k, name_of(r, g->src[0]), k, acc, e.s);
+  sb_free(&e);
 }
 
 static void render_op(renderer *r, const lin_op *o) {
@@ -604,7 +648,10 @@ static void render_op(renderer *r, const lin_op *o) {
     case L_ACC_UPDATE: render_acc_update(r, u); break;
     case L_ACC_FINAL: break; /* the accumulator is the value */
     case L_STORE: render_store(r, u); break;
-    case L_VALUE: render_value(r, u); break;
+    case L_VALUE:
+      if (u->op == OP_REDUCE) render_group_combine(r, u);
+      else render_value(r, u);
+      break;
   }
 }
 
@@ -627,8 +674,10 @@ static bool render_function(renderer *r, const lin_program *p, const char *name,
     }
   }
   r->out = (strbuf){0};
+  r->shared = (strbuf){0};
   r->depth = 1;
   r->ngloop = 0;
+  r->local = lin_local_size(p);
   if (r->fl->gpu) { /* output loops become digits of the work-item index, the first slowest */
     r->ngloop = output_loops(p, r->gloop, r->gdiv, KS_MAX_AXES);
     if (r->ngloop < 0) return false;
@@ -656,9 +705,11 @@ static bool render_function(renderer *r, const lin_program *p, const char *name,
                 globals[i] ? name_of(r, globals[i]) : unused);
     }
     sb_printf(dst, ") {\n  tg_i64 tg_gid = %s;\n  if (tg_gid >= tg_n) return;\n", r->fl->gid);
+    if (r->shared.s) sb_printf(dst, "  tg_i64 tg_lid = %s;\n%s", r->fl->lid, r->shared.s);
   }
   sb_printf(dst, "%s}\n", r->out.s ? r->out.s : "");
   sb_free(&r->out);
+  sb_free(&r->shared);
   return true;
 }
 

@@ -4,7 +4,10 @@
  *
  *   .visible .entry NAME(.param .u64 tg_n, .param .u64 b0, ...)
  *   work-item g = ctaid.x*ntid.x+tid.x; g >= tg_n returns; output loops are digits of g (the
- *   first slowest), reduce loops are loops, every value one virtual register.
+ *   first slowest; local loops, the work-group's digits, innermost), reduce loops are loops,
+ *   every value one virtual register. A work-group combine (a REDUCE over a local range)
+ *   stores each work-item's partial in a .shared array at tid.x, waits at bar.sync 0, and
+ *   reduces the partials of its group digit in order (as render_c's flavors do).
  *
  * Values live in registers by dtype (ptypes): bool in predicates, 8/16/32-bit integers in
  * 32-bit registers kept sign- or zero-extended from their width after every op (C's promote
@@ -238,6 +241,10 @@ typedef struct ptx_r {
   int loop_label[64], nloop;
   const char *kernel;
   int err;
+  int lid;            /* register of tid.x (u64), for work-group combines */
+  long long local;    /* work-items per work-group (0: no local loops) */
+  strbuf shared;      /* the kernel's .shared arrays */
+  int nshared;
 } ptx_r;
 
 static int new_reg(ptx_r *r, reg_class rc) { return (int)rc << 24 | r->nreg[rc]++; }
@@ -582,6 +589,55 @@ static void render_acc_update(ptx_r *r, uop *u) {
   }
 }
 
+/* ---------------------------------------------------------------- work-group combines */
+
+static int gpu_loop(const ptx_r *r, uop *u);
+
+/* How a register class is kept in a .shared array: predicates as bytes. */
+static const char *const rc_shared[RC_COUNT] = {"u8", "b16", "b32", "b64", "f32", "f64"};
+static const int rc_bytes[RC_COUNT] = {1, 2, 4, 8, 4, 8};
+
+/* The partial into tg_ldsN[tid.x], bar.sync 0, then acc = id; for k < G: acc OP= the partial
+ * of the work-item whose group digit is k (address base + (tid + (k - g) * D) * bytes). */
+static void render_group_combine(ptx_r *r, uop *u) {
+  uop *g = u->src[1];
+  reg_class rc = ptypes[u->dtype].rc;
+  int id = r->nshared++, bytes = rc_bytes[rc], digit = gpu_loop(r, g), label = r->nlabel++;
+  long long div = digit >= 0 ? r->gdiv[digit] : 1, size = (long long)uop_const_ivalue(g->src[0]);
+  char base[16], addr[16], v[16], raw[16], lid[16], gv[16], k[16], pr[16], acc[16];
+  sb_printf(&r->shared, "\t.shared .align 8 .b8 tg_lds%d[%lld];\n", id, r->local * bytes);
+  reg_name(lid, sizeof lid, r->lid), src_name(r, g, gv, sizeof gv), src_name(r, u->src[0], v, sizeof v);
+  reg_name(base, sizeof base, new_reg(r, RC_B64)), reg_name(addr, sizeof addr, new_reg(r, RC_B64));
+  line(r, "mov.u64 %s, tg_lds%d;", base, id);
+  line(r, "mad.lo.s64 %s, %s, %d, %s;", addr, lid, bytes, base);
+  if (rc == RC_PRED) reg_name(raw, sizeof raw, new_reg(r, RC_B32)), line(r, "selp.u32 %s, 1, 0, %s;", raw, v);
+  else snprintf(raw, sizeof raw, "%s", v);
+  line(r, "st.shared.%s [%s], %s;", rc_shared[rc], addr, raw);
+  line(r, "bar.sync 0;");
+  render_acc_init(r, u);
+  src_name(r, u, acc, sizeof acc);
+  reg_name(k, sizeof k, new_reg(r, RC_B64)), reg_name(pr, sizeof pr, new_reg(r, RC_PRED));
+  line(r, "mov.u64 %s, 0;", k);
+  sb_printf(&r->body, "B%d:\n", label);
+  line(r, "sub.s64 %s, %s, %s;", addr, k, gv);
+  line(r, "mad.lo.s64 %s, %s, %lld, %s;", addr, addr, div, lid);
+  line(r, "mad.lo.s64 %s, %s, %d, %s;", addr, addr, bytes, base);
+  char x[16];
+  reg_name(x, sizeof x, new_reg(r, rc == RC_PRED ? RC_B32 : rc));
+  line(r, "ld.shared.%s %s, [%s];", rc_shared[rc], x, addr);
+  if (rc == RC_PRED) { /* back to a predicate */
+    reg_name(raw, sizeof raw, new_reg(r, RC_PRED));
+    line(r, "setp.ne.u32 %s, %s, 0;", raw, x);
+    snprintf(x, sizeof x, "%s", raw);
+  }
+  const char *o[3] = {acc, x, ""};
+  alu(r, u, (uop_op)u->arg[0], u->dtype, acc, o, "");
+  normalize(r, u->dtype, acc);
+  line(r, "add.s64 %s, %s, 1;", k, k);
+  line(r, "setp.lt.s64 %s, %s, %lld;", pr, k, size);
+  line(r, "@%s bra B%d;", pr, label);
+}
+
 /* ---------------------------------------------------------------- loops */
 
 static int gpu_loop(const ptx_r *r, uop *u) {
@@ -656,7 +712,10 @@ static void render_op(ptx_r *r, const lin_program *p, const lin_op *o) {
     case L_ACC_UPDATE: render_acc_update(r, o->u); break;
     case L_ACC_FINAL: break; /* scalar: the accumulator is the value */
     case L_STORE: render_store(r, o->u); break;
-    case L_VALUE: render_value(r, p, o->u); break;
+    case L_VALUE:
+      if (o->u->op == OP_REDUCE) render_group_combine(r, o->u);
+      else render_value(r, p, o->u);
+      break;
   }
 }
 
@@ -678,7 +737,7 @@ static int output_loops(ptx_r *r, const lin_program *p) {
   r->ngloop = 0;
   for (int i = 0; i < p->n; i++) {
     uop *u = p->ops[i].u;
-    if (p->ops[i].kind != L_LOOP || (u->arg[1] != RANGE_GLOBAL && u->arg[1] != RANGE_PARALLEL)) continue;
+    if (p->ops[i].kind != L_LOOP || (u->arg[1] != RANGE_GLOBAL && u->arg[1] != RANGE_PARALLEL && u->arg[1] != RANGE_LOCAL)) continue;
     if (r->ngloop == KS_MAX_AXES || u->src[0]->op != OP_CONST) return -1;
     r->gloop[r->ngloop] = u, r->gdiv[r->ngloop++] = (long long)uop_const_ivalue(u->src[0]);
   }
@@ -703,6 +762,12 @@ static int render_kernel(const lin_program *p, const char *name, strbuf *dst) {
   sb_printf(&pro, "\tmov.u32 %s, %%ctaid.x;\n\tmov.u32 %s, %%ntid.x;\n\tmov.u32 %s, %%tid.x;\n", t[0], t[1], t[2]);
   sb_printf(&pro, "\tcvt.u64.u32 %s, %s;\n\tmad.wide.u32 %s, %s, %s, %s;\n", g, t[2], g, t[0], t[1], g);
   sb_printf(&pro, "\tld.param.u64 %s, [tg_n];\n\tsetp.ge.s64 %s, %s, %s;\n\t@%s ret;\n", n, pr, g, n, pr);
+  r.local = lin_local_size(p);
+  if (r.local) { /* the work-item's index in its work-group */
+    char l[16];
+    reg_name(l, sizeof l, r.lid = new_reg(&r, RC_B64));
+    sb_printf(&pro, "\tcvt.u64.u32 %s, %s;\n", l, t[2]);
+  }
   for (int i = 0; i < 66; i++) {
     r.base[i] = -1;
     if (i >= nglob || !globals[i]) continue;
@@ -719,9 +784,10 @@ static int render_kernel(const lin_program *p, const char *name, strbuf *dst) {
     sb_printf(dst, "\n)\n{\n");
     for (int c = 0; c < RC_COUNT; c++)
       if (r.nreg[c]) sb_printf(dst, "\t.reg .%s %s<%d>;\n", rc_decl[c], rc_prefix[c], r.nreg[c]);
+    if (r.shared.s) sb_printf(dst, "%s", r.shared.s);
     sb_printf(dst, "%s%s%s\tret;\n}\n", pro.s, r.consts.s ? r.consts.s : "", r.body.s ? r.body.s : "");
   }
-  sb_free(&pro), sb_free(&r.body), sb_free(&r.consts);
+  sb_free(&pro), sb_free(&r.body), sb_free(&r.consts), sb_free(&r.shared);
   ptrmap_free(&r.regs);
   return r.err;
 }
