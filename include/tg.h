@@ -89,7 +89,8 @@ void tg_reset_stats(void);
 
 /* ----------------------------------------------------------- devices
  * Devices are named as in tinygrad: "CPU" (C compiled by the system compiler), "LLVM" (LLVM IR
- * compiled in process); ":0" may follow. The default device is the one given to
+ * compiled in process); ":n" names a logical instance ("CPU:1" .. "CPU:7", each its own device
+ * with its own queue; "CPU:0" is "CPU"). The default device is the one given to
  * tg_set_default_device, else the DEV environment variable, else "LLVM" where libLLVM-14
  * loads (it compiles fastest), else "CPU". */
 
@@ -102,6 +103,11 @@ const char *tg_device_of(const tg_tensor *t);
 /** t's value on device (lazy: a copy that runs when it is realized; t itself if it is there
  *  already). An op on tensors of two devices is an error: copies are explicit. */
 tg_tensor *tg_to(tg_tensor *t, const char *device);
+/** t split across n devices along axis (its size must divide by n), or copied whole to each
+ *  (axis -1): one tensor whose ops run on every device on its own shard; a reduction over the
+ *  split axis is an allreduce. tg_to_host and tg_to gather it. NULL on an unknown device, a
+ *  repeated one, a bad axis or size. See docs/devices.md, "Several devices". */
+tg_tensor *tg_shard(tg_tensor *t, const char **devices, int n, int axis);
 
 /* ------------------------------------------------------------ dtypes */
 

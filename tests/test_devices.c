@@ -8,8 +8,8 @@
 TEST(devices_names_and_availability) {
   CHECK(tg_device_available("CPU") == 1);
   CHECK(tg_device_available("cpu") == 1);   /* case does not matter */
-  CHECK(tg_device_available("CPU:0") == 1); /* one device of each kind: index 0 */
-  CHECK(tg_device_available("CPU:1") == 0);
+  CHECK(tg_device_available("CPU:0") == 1); /* the kind itself */
+  CHECK(tg_device_available("CPU:1") == 1 && tg_device_available("CPU:8") == 0); /* logical instances :0 to :7 */
   CHECK(tg_device_available("TPU") == 0);
   CHECK(tg_device_available("") == 0);
   CHECK(tg_device_available(NULL) == 0);

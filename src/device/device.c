@@ -1,8 +1,11 @@
 /* device.c — the device table, opening devices, the default device, and the public device
- * calls (tg_device_available, tg_set_default_device). */
+ * calls (tg_device_available, tg_set_default_device). A host device kind (CPU, LLVM) has up to
+ * MAX_INSTANCES logical instances, "CPU:1" ...: each its own device (number, name, queue in
+ * the engine) sharing the kind's render, compile and launch; "CPU" is "CPU:0". */
 #include "device/device.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,25 +24,61 @@ static struct {
   char why[NDEVICES][256];
   const device *chosen; /* tg_set_default_device */
   char env[64];         /* DEV, read once ("" until read) */
+  /* instance i > 0 of kind k: a copy of the kind's struct made when first asked for (after the
+   * kind is open, so its caps are filled); published with release, read with acquire */
+  device inst[NDEVICES][MAX_INSTANCES];
+  char inst_name[NDEVICES][MAX_INSTANCES][16];
+  _Atomic bool inst_ready[NDEVICES][MAX_INSTANCES];
 } reg = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
-/* The index of the device a name means ("cpu", "CPU:0"), or -1. */
-static int find(const char *name) {
+/* Host kinds have instances; a device with memory of its own has one (its context). */
+static bool has_instances(const device *d) { return d->alloc == NULL; }
+
+/* The kind and instance a name means ("cpu", "CPU:0", "llvm:3"); the kind's index, or -1 when
+ * no kind has that name, -2 when the instance is not a number in range for the kind. */
+static int find(const char *name, int *instance) {
   size_t n = strcspn(name, ":");
-  if (name[n] == ':' && strcmp(name + n + 1, "0") != 0) return -1; /* one device of each kind so far */
-  for (int i = 0; i < NDEVICES; i++)
-    if (strlen(devices[i]->name) == n && !strncasecmp(devices[i]->name, name, n)) return i;
-  return -1;
+  int k = -1;
+  for (int i = 0; i < NDEVICES && k < 0; i++)
+    if (strlen(devices[i]->name) == n && !strncasecmp(devices[i]->name, name, n)) k = i;
+  *instance = 0;
+  if (k < 0 || name[n] != ':') return k;
+  const char *num = name + n + 1;
+  if (num[0] < '0' || num[0] > '9' || (num[1] && (num[0] == '0' || num[1] < '0' || num[1] > '9' || num[2]))) return -2;
+  *instance = atoi(num);
+  return *instance == 0 || (*instance < MAX_INSTANCES && has_instances(devices[k])) ? k : -2;
+}
+
+static const device *unknown_device(const char *name, int why) {
+  char known[128] = "";
+  for (int k = 0; k < NDEVICES; k++) snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", k ? ", " : "", devices[k]->name);
+  if (why == -2)
+    tg_set_error(TG_ERR_DEVICE, "device \"%s\": no such instance (CPU and LLVM have instances :0 to :%d; CL and CUDA only :0)",
+                 name, MAX_INSTANCES - 1);
+  else tg_set_error(TG_ERR_DEVICE, "device \"%s\": no such device (tg knows %s, with :n for instances)", name ? name : "(null)", known);
+  return NULL;
+}
+
+/* Instance i of kind k (the kind is open), made on first use. */
+static const device *instance(int k, int i) {
+  if (i == 0) return devices[k];
+  if (atomic_load_explicit(&reg.inst_ready[k][i], memory_order_acquire)) return &reg.inst[k][i];
+  pthread_mutex_lock(&reg.lock);
+  if (!atomic_load_explicit(&reg.inst_ready[k][i], memory_order_relaxed)) {
+    snprintf(reg.inst_name[k][i], sizeof reg.inst_name[k][i], "%s:%d", devices[k]->name, i);
+    reg.inst[k][i] = *devices[k];
+    reg.inst[k][i].name = reg.inst_name[k][i];
+    reg.inst[k][i].base = devices[k];
+    reg.inst[k][i].instance = i;
+    atomic_store_explicit(&reg.inst_ready[k][i], true, memory_order_release);
+  }
+  pthread_mutex_unlock(&reg.lock);
+  return &reg.inst[k][i];
 }
 
 const device *device_get(const char *name) {
-  int i = name ? find(name) : -1;
-  if (i < 0) {
-    char known[128] = "";
-    for (int k = 0; k < NDEVICES; k++) snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", k ? ", " : "", devices[k]->name);
-    tg_set_error(TG_ERR_DEVICE, "device \"%s\": no such device (tg knows %s)", name ? name : "(null)", known);
-    return NULL;
-  }
+  int inst = 0, i = name ? find(name, &inst) : -1;
+  if (i < 0) return unknown_device(name, i);
   pthread_mutex_lock(&reg.lock);
   if (reg.state[i] == 0) { /* open it once; its error message is kept for later callers */
     int rc = devices[i]->open();
@@ -48,7 +87,7 @@ const device *device_get(const char *name) {
   }
   int state = reg.state[i];
   pthread_mutex_unlock(&reg.lock);
-  if (state == 1) return devices[i];
+  if (state == 1) return instance(i, inst);
   tg_set_error(state, "device %s is not available here: %s", devices[i]->name, reg.why[i]);
   return NULL;
 }
@@ -75,16 +114,25 @@ const device *device_default(void) {
   return d;
 }
 
+/* Numbers: kind k's instance i is 1 + k + NDEVICES * i (the kinds keep 1..NDEVICES). */
 int device_number(const device *d) {
-  for (int i = 0; i < NDEVICES; i++)
-    if (devices[i] == d) return i + 1;
+  if (!d) return DEVICE_NONE;
+  const device *base = device_base(d);
+  for (int k = 0; k < NDEVICES; k++)
+    if (devices[k] == base) return 1 + k + NDEVICES * d->instance;
   return DEVICE_NONE;
 }
 
-const device *device_of_number(int n) { return n > 0 && n <= NDEVICES ? devices[n - 1] : NULL; }
+const device *device_of_number(int n) {
+  if (n <= 0 || n > NDEVICES * MAX_INSTANCES) return NULL;
+  int k = (n - 1) % NDEVICES, i = (n - 1) / NDEVICES;
+  if (i == 0) return devices[k];
+  return atomic_load_explicit(&reg.inst_ready[k][i], memory_order_acquire) ? &reg.inst[k][i] : NULL;
+}
 
 int tg_device_available(const char *name) {
-  if (!name || find(name) < 0) return 0;
+  int inst;
+  if (!name || find(name, &inst) < 0) return 0;
   int status = tg_error_status(); /* asking is not an error: the thread's error stays as it was */
   char keep[1024];
   snprintf(keep, sizeof keep, "%s", tg_last_error());

@@ -48,7 +48,17 @@ struct device {
   void (*free)(void *mem);
   int (*copy_in)(void *mem, const void *src, size_t bytes);
   int (*copy_out)(void *dst, void *mem, size_t bytes);
+  /* Logical instances (device.c): "CPU:1" is a copy of the CPU's struct with base = &cpu_device
+   * and instance 1; the kinds themselves have base NULL and instance 0. Programs are built and
+   * cached for the base (one compile serves every instance). */
+  const device *base;
+  int instance;
 };
+
+enum { MAX_INSTANCES = 8 }; /* CPU:0 .. CPU:7, LLVM:0 .. LLVM:7 */
+
+/* The kind a device is an instance of (itself for CPU, LLVM, CL, CUDA). */
+static inline const device *device_base(const device *d) { return d->base ? d->base : d; }
 
 /* Memory of nbytes on d (host memory, 64-byte aligned, on host devices) and its release. */
 void *device_mem_alloc(const device *d, size_t nbytes);
@@ -58,8 +68,8 @@ void device_mem_free(const device *d, void *mem);
  * host memory with loops over a parallel range (CPU, LLVM). */
 static inline bool device_is_gpu(const device *d) { return d->alloc != NULL; }
 
-/* The device named name ("CPU", "LLVM", case-insensitive, ":0" allowed), opened; NULL with
- * the error set when it is unknown or not available here. */
+/* The device named name ("CPU", "LLVM", case-insensitive; ":n" an instance, ":0" the kind
+ * itself), opened; NULL with the error set when it is unknown or not available here. */
 const device *device_get(const char *name);
 /* The device work goes to when nothing else says: tg_set_default_device, else DEV, else CPU
  * (NULL with the error set when that one cannot be opened). */

@@ -35,7 +35,7 @@ static void build_items(build_job *j) {
   for (size_t i; (i = atomic_fetch_add(&j->next, 1)) < j->s->items.n;) {
     const sched_item *it = &j->s->items.v[i];
     if (!it->ast || it->numel == 0 || j->progs[i]) continue;
-    if ((j->progs[i] = program_get(it->dev, it->ast))) continue;
+    if ((j->progs[i] = program_get(device_base(it->dev), it->ast))) continue;
     pthread_mutex_lock(&j->lock); /* errors are per thread: hand the first one to the caller */
     if (!j->rc) j->rc = tg_error_status_or(TG_ERR_COMPILE), snprintf(j->error, sizeof j->error, "%s", tg_last_error());
     pthread_mutex_unlock(&j->lock);
@@ -54,7 +54,7 @@ static void *build_worker(void *arg) {
 static int build_programs(schedule *s, program **progs) {
   size_t missing = 0;
   for (size_t i = 0; i < s->items.n; i++)
-    if (s->items.v[i].ast && s->items.v[i].numel && !(progs[i] = program_find(s->items.v[i].dev, s->items.v[i].ast))) missing++;
+    if (s->items.v[i].ast && s->items.v[i].numel && !(progs[i] = program_find(device_base(s->items.v[i].dev), s->items.v[i].ast))) missing++;
   if (missing < 2 || !program_build_in_parallel()) return 0; /* run_kernel builds it inline */
   build_job j = {.s = s, .progs = progs, .lock = PTHREAD_MUTEX_INITIALIZER};
   enum { MAX_WORKERS = 64 };
@@ -105,7 +105,7 @@ static int run_kernel(const sched_item *it, program *p) {
   if (it->nbufs > 64) return tg_set_error(TG_ERR_DEVICE, "kernel has %d buffers (max 64)", it->nbufs);
   if (!p) {
     double t0 = tg_now(), compile0 = tg_thread_stats.compile_seconds;
-    p = program_get(it->dev, it->ast);
+    p = program_get(device_base(it->dev), it->ast);
     tg_thread_stats.lower_seconds += tg_now() - t0 - (tg_thread_stats.compile_seconds - compile0);
     if (!p) return TG_ERR_COMPILE;
   }

@@ -28,6 +28,7 @@ struct tg_gpt2 {
   tg_tensor *wte, *wpe, *lnf_w, *lnf_b, *head; /* head (V, E): the output projection, wte when tied */
   layer *h;
   tg_kv_cache *cache; /* n_layer caches of batch 1 once tg_gpt2_reset ran */
+  float *wte_host, *wpe_host; /* float32 host copies for the cached steps' row gathers (made at the first) */
 };
 
 /* ---------------------------------------------------------------- the tensor table */
@@ -525,8 +526,9 @@ static tg_tensor *heads(tg_tensor *x, int64_t h) {
 static tg_tensor *block(const tg_gpt2 *m, const layer *ly, tg_tensor *x, tg_kv_cache *cache) {
   const tg_gpt2_config *c = &m->cfg;
   int64_t e = c->n_embd, sizes[3] = {e, e, e}, back[3] = {tg_dim(x, 0), tg_dim(x, 1), e};
-  tg_tensor *qkv[3], *a = tg_layernorm(x, 1, ly->ln1_w, ly->ln1_b, c->eps);
-  if (tg_split(linear(a, ly->qkv_w, ly->qkv_b), sizes, 3, 2, qkv) < 0) return NULL;
+  tg_tensor *qkv[3], *a = linear(tg_layernorm(x, 1, ly->ln1_w, ly->ln1_b, c->eps), ly->qkv_w, ly->qkv_b);
+  /* cached: q, k and v once (the attention and the cache writes are separate schedules) */
+  if ((cache && tg_realize(a) < 0) || tg_split(a, sizes, 3, 2, qkv) < 0) return NULL;
   tg_tensor *q = heads(qkv[0], c->n_head), *k = heads(qkv[1], c->n_head), *v = heads(qkv[2], c->n_head);
   tg_tensor *o = cache ? tg_attention(q, k, v, cache, true) : tg_scaled_dot_product_attention(q, k, v, NULL, true);
   o = tg_reshape(tg_transpose(o, 1, 2), back, 3);
@@ -536,10 +538,15 @@ static tg_tensor *block(const tg_gpt2 *m, const layer *ly, tg_tensor *x, tg_kv_c
   return tg_add(x, linear(f, ly->out_w, ly->out_b));
 }
 
-/* ids (B, T) at positions pos (T) → logits (B, T, V). */
-static tg_tensor *forward(tg_gpt2 *m, tg_tensor *ids, tg_tensor *pos, bool cached) {
-  tg_tensor *x = tg_add(tg_embedding_lookup(m->wte, ids), tg_embedding_lookup(m->wpe, pos));
-  for (int64_t l = 0; l < m->cfg.n_layer && x; l++) x = block(m, &m->h[l], x, cached ? &m->cache[l] : NULL);
+/* The embedded input x (B, T, E) → logits (B, T, V). */
+static tg_tensor *forward(tg_gpt2 *m, tg_tensor *x, bool cached) {
+  /* Cached steps realize the residual stream after the embedding and after every block: each
+   * layer's attention realizes (it writes the cache), and a lazy stream would make every later
+   * layer recompute the embedding lookup and the blocks before it inside its own kernels. */
+  for (int64_t l = 0; l < m->cfg.n_layer && x; l++) {
+    if (cached && tg_realize(x) < 0) return NULL;
+    x = block(m, &m->h[l], x, cached ? &m->cache[l] : NULL);
+  }
   x = tg_layernorm(x, 1, m->lnf_w, m->lnf_b, m->cfg.eps);
   return tg_matmul(x, tg_transpose(m->head, 0, 1));
 }
@@ -553,7 +560,8 @@ tg_tensor *tg_gpt2_forward(tg_gpt2 *m, tg_tensor *ids) {
     return tg_set_error(TG_ERR_ARG, "gpt2_forward: T = %lld must be in 1..n_positions (%lld)", (long long)tg_dim(ids, 1),
                         (long long)m->cfg.n_positions), NULL;
   tg_scope *s = tg_scope_begin();
-  tg_tensor *r = forward(m, ids, tg_arange(0, (double)tg_dim(ids, 1), 1, TG_INT32), false);
+  tg_tensor *pos = tg_arange(0, (double)tg_dim(ids, 1), 1, TG_INT32);
+  tg_tensor *r = forward(m, tg_add(tg_embedding_lookup(m->wte, ids), tg_embedding_lookup(m->wpe, pos)), false);
   if (r) r = tg_keep(r);
   tg_scope_end(s);
   return r;
@@ -563,6 +571,8 @@ int tg_gpt2_reset(tg_gpt2 *m, int64_t max_len) {
   if (!m) return tg_set_error(TG_ERR_ARG, "gpt2_reset: NULL model");
   for (int64_t l = 0; m->cache && l < m->cfg.n_layer; l++) tg_kv_cache_free(&m->cache[l]);
   free(m->cache), m->cache = NULL;
+  free(m->wte_host), free(m->wpe_host); /* remade from the (maybe trained) weights at the next step */
+  m->wte_host = m->wpe_host = NULL;
   if (max_len < 0) return 0;
   if (max_len == 0) max_len = m->cfg.n_positions;
   if (max_len > m->cfg.n_positions)
@@ -573,6 +583,24 @@ int tg_gpt2_reset(tg_gpt2 *m, int64_t max_len) {
     int rc = tg_kv_cache_init(&m->cache[l], 1, m->cfg.n_head, max_len, m->cfg.n_embd / m->cfg.n_head, TG_FLOAT32);
     if (rc < 0) return tg_gpt2_reset(m, -1), rc;
   }
+  return 0;
+}
+
+/* Host copies of wte and wpe (float32; a quantized table is dequantized once). tg's gathers
+ * are masked reductions over the whole table (index.c): a decode step would read all V x E
+ * values of wte to embed one token, as many bytes as the output projection. The copies cost
+ * (V + P) x E floats of host memory; tg_gpt2_reset drops them. */
+static int host_tables(tg_gpt2 *m) {
+  if (m->wte_host) return 0;
+  size_t nt = (size_t)(m->cfg.vocab_size * m->cfg.n_embd), np = (size_t)(m->cfg.n_positions * m->cfg.n_embd);
+  float *t = malloc(sizeof(float) * nt), *p = malloc(sizeof(float) * np);
+  int rc = t && p ? 0 : tg_set_error(TG_ERR_NOMEM, "gpt2_step: out of memory for the embedding tables");
+  tg_scope *s = tg_scope_begin();
+  if (rc == 0) rc = tg_to_host(tg_detach(m->wte), t, sizeof(float) * nt);
+  if (rc == 0) rc = tg_to_host(tg_detach(m->wpe), p, sizeof(float) * np);
+  tg_scope_end(s);
+  if (rc < 0) return free(t), free(p), rc;
+  m->wte_host = t, m->wpe_host = p;
   return 0;
 }
 
@@ -589,11 +617,14 @@ tg_tensor *tg_gpt2_step(tg_gpt2 *m, const int32_t *ids, int64_t n) {
     if (ids[i] < 0 || ids[i] >= m->cfg.vocab_size)
       return tg_set_error(TG_ERR_ARG, "gpt2_step: token %lld is %d, outside the vocabulary of %lld", (long long)i, (int)ids[i],
                           (long long)m->cfg.vocab_size), NULL;
-  int64_t shape[2] = {1, n}, flat[2] = {n, m->cfg.vocab_size};
+  int64_t e = m->cfg.n_embd, shape[3] = {1, n, e}, flat[2] = {n, m->cfg.vocab_size};
+  float *x = host_tables(m) < 0 ? NULL : malloc(sizeof(float) * (size_t)(n * e));
+  if (!x) return tg_error_status() < 0 ? NULL : (tg_set_error(TG_ERR_NOMEM, "gpt2_step: out of memory"), NULL);
+  for (int64_t i = 0; i < n; i++) /* the embeddings, gathered here: the token and position are data */
+    for (int64_t j = 0; j < e; j++) x[i * e + j] = m->wte_host[ids[i] * e + j] + m->wpe_host[(p + i) * e + j];
   tg_scope *s = tg_scope_begin();
-  /* the start position is a scalar argument, not part of any shape: decode steps share kernels */
-  tg_tensor *pos = tg_add(tg_arange(0, (double)n, 1, TG_INT32), tg_scalar((double)p, TG_INT32));
-  tg_tensor *r = tg_reshape(forward(m, tg_from_data(ids, TG_INT32, shape, 2), pos, true), flat, 2);
+  tg_tensor *r = tg_reshape(forward(m, tg_from_data(x, TG_FLOAT32, shape, 3), true), flat, 2);
+  free(x);
   if (r && tg_realize(r) < 0) r = NULL;
   if (r) r = tg_keep(r);
   tg_scope_end(s);

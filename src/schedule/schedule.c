@@ -390,6 +390,20 @@ static int choose_kept(schedule *out, sched *s, uop *g, ptrmap *kept) {
   return rc;
 }
 
+/* The buffer holding target t (entry m->first of g), or for a sharded one a MULTI of its
+ * shards' buffers (its realized value: tg_to_host gathers it, a later graph splits it). */
+static uop *target_output(sched *s, uop *g, const multi_target *m, uop *t) {
+  uop *bufs[MULTI_MAX];
+  for (int d = 0; d < (m->n ? m->n : 1); d++) {
+    uop *x = g->src[m->first + d];
+    bufs[d] = x->op == OP_BUFFER ? x : ptrmap_get(&s->roots, x);
+  }
+  if (!m->n) return bufs[0];
+  int64_t arg[TG_MAX_DIMS + 1] = {m->axis};
+  memcpy(arg + 1, uop_shape(t), sizeof(int64_t) * (size_t)uop_ndim(t));
+  return uop_new(OP_MULTI, t->dtype, bufs, m->n, arg, 1 + uop_ndim(t));
+}
+
 int schedule_build(uop **targets, int n, schedule *out) {
   static rule_table *_Atomic table;
   rule_table *realized_rules = rule_table_once(&table, "realized", realized_rules_list);
@@ -397,11 +411,14 @@ int schedule_build(uop **targets, int n, schedule *out) {
   sched s = {.dev = device_default()};
   ptrmap kept = {0};
   uop **order = NULL;
+  multi_target *map = NULL;
   int rc = 0, norder = 0;
   if (!s.dev) { rc = tg_error_status_or(TG_ERR_DEVICE); goto done; }
   uop *sink = uop_new(OP_SINK, TG_BOOL, targets, n, NULL, 0);
   uop *g = sink ? graph_rewrite_ex(sink, realized_rules, NULL, true) : NULL;
   if (!g) { rc = tg_set_error(TG_ERR_NOMEM, "schedule: out of memory"); goto done; }
+  if (!(map = malloc(sizeof *map * (size_t)(n ? n : 1)))) { rc = tg_set_error(TG_ERR_NOMEM, "schedule: out of memory"); goto done; }
+  if ((rc = multi_split(&g, map)) < 0) goto done; /* sharded targets: one per device (multi.c) */
   if (tg_spec_checks() && (rc = uop_spec_tensor(g)) < 0) goto done;
   if ((norder = layout_rewrite(&g, s.dev, &s.origin, &order)) < 0) { rc = tg_set_error(TG_ERR_NOMEM, "schedule: out of memory"); goto done; }
   for (int i = 0; i < g->nsrc; i++)
@@ -415,12 +432,12 @@ int schedule_build(uop **targets, int n, schedule *out) {
     if (is_root(&s, order[i]) && (rc = VEC_PUSH(s.root_list, order[i])) == 0) rc = add_item(out, &s, order[i]);
   if (!rc && !(out->outputs = malloc(sizeof(uop *) * (size_t)(n ? n : 1)))) rc = TG_ERR_NOMEM;
   for (int i = 0; i < n && rc == 0; i++)
-    out->outputs[out->noutputs++] = g->src[i]->op == OP_BUFFER ? g->src[i] : ptrmap_get(&s.roots, g->src[i]);
+    if (!(out->outputs[out->noutputs++] = target_output(&s, g, &map[i], targets[i])) && map[i].n) rc = TG_ERR_NOMEM;
   if (!rc) rc = choose_kept(out, &s, g, &kept);
   if (!rc) rc = plan_memory(out, &s, &kept);
   if (rc == TG_ERR_NOMEM && !tg_last_error()[0]) tg_set_error(rc, "schedule: out of memory");
 done:
-  free(order);
+  free(order), free(map);
   ptrmap_free(&kept);
   ptrmap_free(&s.roots), ptrmap_free(&s.owner), ptrmap_free(&s.reached), ptrmap_free(&s.users), ptrmap_free(&s.origin);
   VEC_FREE(s.root_list);

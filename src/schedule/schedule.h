@@ -39,6 +39,17 @@ int schedule_build(uop **targets, int n, schedule *s);
  * frees): their number, or -1 when out of memory. origin gets (new node → old node) for each
  * rewritten node a tensor handle holds, so that its buffer can still become its value. */
 int layout_rewrite(uop **g, const device *dflt, ptrmap *origin, uop ***order);
+/* Internal (multi.c): the multi-device split. *g, a SINK of targets, becomes the SINK of
+ * their values per device: target i is entries [first, first + n) (n shards split on axis, -1
+ * for copies of the whole), or the one entry first (n = 0) when it is not sharded. 0, or a
+ * negative status with the error set (an op the shards cannot do: docs/devices.md). */
+enum { MULTI_MAX = 16 }; /* shards of one tensor */
+typedef struct multi_target {
+  int first, n, axis;
+} multi_target;
+int multi_split(uop **g, multi_target *map);
+/* tg_shard made a MULTI: from now on schedules run the split (before, it costs nothing). */
+void multi_note_made(void);
 /* Release what schedule_build made (the pool back to s->mark). */
 void schedule_free(schedule *s);
 #endif

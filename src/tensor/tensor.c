@@ -165,8 +165,9 @@ tg_tensor *tensor_wrap(uop *u) {
     int a = DEVICE_NONE, b = DEVICE_NONE;
     mixed_devices(u, &a, &b);
     const device *da = device_of_number(a), *db = device_of_number(b);
-    return tensor_error("an op on tensors of different devices (%s and %s): copy one with tg_to", da ? da->name : "?",
-                        db ? db->name : "?");
+    const char *multi = "several (sharded)";
+    return tensor_error("an op on tensors of different devices (%s and %s): copy one with tg_to", da ? da->name : a == DEVICE_MULTI ? multi : "?",
+                        db ? db->name : b == DEVICE_MULTI ? multi : "?");
   }
   tg_tensor *t = calloc(1, sizeof *t);
   if (!t) return tensor_error("out of memory"), NULL;
@@ -270,6 +271,7 @@ tg_tensor *tg_empty(const int64_t *shape, int ndim, tg_dtype dtype) {
 
 tg_tensor *tg_full_like(tg_tensor *t, double value) {
   if (!t) return null_arg("full_like");
+  if (t->u->device == DEVICE_MULTI) return multi_full_like(t, value);
   return tg_full(uop_shape(t->u), uop_ndim(t->u), value, t->u->dtype);
 }
 tg_tensor *tg_zeros_like(tg_tensor *t) { return t ? tg_full_like(t, 0) : null_arg("zeros_like"); }
@@ -344,6 +346,7 @@ tg_tensor *tg_eye(int64_t n, int64_t m, tg_dtype dtype) {
 
 const char *tg_device_of(const tg_tensor *t) {
   if (!t) return null_arg("device_of"), NULL;
+  if (t->u->device == DEVICE_MULTI) return multi_device_names(t->u);
   const device *d = t->u->device == DEVICE_NONE ? device_default() : device_of_number(t->u->device);
   return d ? d->name : NULL; /* a constant lives where it is used: the default device */
 }
@@ -465,7 +468,8 @@ int tg_to_host(tg_tensor *t, void *dst, size_t nbytes) {
   }
   int rc = tg_realize(t);
   if (rc < 0) return rc;
-  return buffer_copy_out(tensor_buffer(t), dst, need);
+  uop *b = tensor_buffer(t);
+  return b->op == OP_MULTI ? multi_copy_out(b, dst) : buffer_copy_out(b, dst, need);
 }
 
 double tg_item(tg_tensor *t) {

@@ -57,7 +57,13 @@ void *buffer_data(uop *buf);
 int buffer_copy_in(uop *buf, const void *src, size_t bytes);
 int buffer_copy_out(uop *buf, void *dst, size_t bytes);
 int buffer_copy(uop *dst, uop *src, size_t bytes);
-/* The BUFFER holding t's value (its node, or the buffer that node was realized into), or NULL
- * while t is unrealized. */
+/* A sharded value (a MULTI of buffers: shard.c) gathered into host memory dst; the devices
+ * of a sharded node ("CPU:0,CPU:1", a thread's buffer). */
+int multi_copy_out(uop *m, void *dst);
+const char *multi_device_names(const uop *u);
+/* tg_full_like of a sharded t: the constant copied whole to each of t's devices. */
+tg_tensor *multi_full_like(tg_tensor *t, double value);
+/* The BUFFER holding t's value (its node, or the buffer that node was realized into; a MULTI
+ * of buffers when it is sharded), or NULL while t is unrealized. */
 uop *tensor_buffer(const tg_tensor *t);
 #endif

@@ -174,9 +174,12 @@ static uop *make_node(uint64_t h, uop_op op, tg_dtype dt, int vc, uop *const *sr
   if (narg) memcpy(u->arg, arg, (size_t)narg * sizeof *arg);
   fill_shape(u);
   u->device = op == OP_COPY && narg > 0 && arg[0] > 0 && arg[0] < DEVICE_MIXED ? (uint8_t)arg[0] : DEVICE_NONE;
-  for (int i = 0; i < nsrc && op != OP_COPY; i++) { /* sources agree, or the node is mixed */
-    uint8_t d = src[i]->device;
-    if (d != DEVICE_NONE && u->device != d) u->device = u->device == DEVICE_NONE ? d : DEVICE_MIXED;
+  if (op == OP_MULTI) u->device = DEVICE_MULTI;
+  for (int i = 0; i < nsrc && op != OP_COPY && op != OP_MULTI; i++) { /* sources agree, or the node is mixed */
+    uint8_t d = src[i]->device, was = u->device;
+    if (d == DEVICE_NONE || d == was) continue;
+    bool multi = (was == DEVICE_MULTI || d == DEVICE_MULTI) && was != DEVICE_MIXED && d != DEVICE_MIXED;
+    u->device = was == DEVICE_NONE ? d : multi ? DEVICE_MULTI : DEVICE_MIXED; /* one device's operand goes to every shard */
   }
   atomic_init(&u->refcnt, 1);
   return u;
@@ -305,7 +308,7 @@ static int64_t view_size(const uop *u, int i, int64_t in) {
 /* The rank of a node made from op, sources and arg (-1: kernel-level ops have no shape). */
 static int shape_rank(uop_op op, uop *const *src, int nsrc, int narg) {
   switch (op) {
-    case OP_BUFFER: case OP_PARAM: return narg - 1;
+    case OP_BUFFER: case OP_PARAM: case OP_MULTI: return narg - 1;
     case OP_CONST: case OP_VALUE: return 0;
     case OP_IOTA: return 1;
     case OP_RESHAPE: case OP_EXPAND: return narg;
@@ -323,7 +326,7 @@ static void fill_shape(uop *u) {
   if (nd <= 0) return;
   const int64_t *base = u->nsrc ? uop_shape(u->src[0]) : NULL;
   switch (u->op) {
-    case OP_BUFFER: case OP_PARAM: base = u->arg + 1; break;
+    case OP_BUFFER: case OP_PARAM: case OP_MULTI: base = u->arg + 1; break;
     case OP_IOTA: case OP_RESHAPE: case OP_EXPAND: base = u->arg; break;
     case OP_WHERE: if (uop_ndim(u->src[1]) == nd) base = uop_shape(u->src[1]); break;
     default: break;

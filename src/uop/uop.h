@@ -59,7 +59,10 @@
   /* vectors (codegen/vectorize.c): VECTORIZE(x0..xw-1) builds a vector of w lanes, or of one \
    * source broadcast to vcount lanes; GEP(v) is lane arg[0] of v */              \
   X(VECTORIZE, -1, UOP_FLAG_KERNEL) X(GEP, 1, UOP_FLAG_KERNEL)                  \
-  X(SINK, -1, UOP_FLAG_TENSOR | UOP_FLAG_KERNEL)
+  X(SINK, -1, UOP_FLAG_TENSOR | UOP_FLAG_KERNEL)                                \
+  /* a tensor split across devices: src[i] the shard on device i; arg[0] the axis split       \
+   * (-1: every source holds the whole value), arg[1..] the whole shape (schedule/multi.c) */  \
+  X(MULTI, -1, UOP_FLAG_TENSOR)
 
 typedef enum uop_op {
 #define UOP_ENUM(name, n, f) OP_##name,
@@ -121,8 +124,10 @@ void uop_decref(uop *u);
 /* The device of a node, derived when it is made: a BUFFER's is set by the code that makes it
  * (uop_set_device, before anyone else holds it), a COPY's is the one it copies to, any other
  * node's is its sources': DEVICE_NONE when none has one (constants), DEVICE_MIXED when two
- * differ (an error where a tensor is made: tensor_wrap). */
-enum { DEVICE_NONE = 0, DEVICE_MIXED = 255 };
+ * differ (an error where a tensor is made: tensor_wrap). A MULTI's is DEVICE_MULTI, and so is
+ * that of an op on it and constants or a tensor of one device (copied to each: split per
+ * device by the scheduler, schedule/multi.c). */
+enum { DEVICE_NONE = 0, DEVICE_MULTI = 254, DEVICE_MIXED = 255 }; /* MULTI: on several (a MULTI below) */
 void uop_set_device(uop *buffer, int device);
 
 /* The BUFFER u was realized into, or NULL. */
