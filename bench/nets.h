@@ -91,5 +91,16 @@ static int net_run_init(net_run *r, bool conv, int64_t batch) {
 }
 
 /* The loss of the batch (a lazy graph). */
-static tg_tensor *net_run_loss(net_run *r) { return tg_sparse_cross_entropy(net_forward(&r->n, r->x), r->y, 0.0, -1); }
+static inline tg_tensor *net_run_loss(net_run *r) { return tg_sparse_cross_entropy(net_forward(&r->n, r->x), r->y, 0.0, -1); }
+
+/* One training step (forward, backward, Adam) on the batch (in[0], in[1]) of the net_run ctx,
+ * in tg_jit's form: out[0] is the loss. */
+static inline int net_run_step(void *ctx, tg_tensor *const *in, int nin, tg_tensor **out, int nout) {
+  net_run *r = ctx;
+  if (nin != 2 || nout != 1) return -1;
+  tg_tensor *loss = tg_sparse_cross_entropy(net_forward(&r->n, in[0]), in[1], 0.0, -1);
+  if (!loss || tg_backward(loss) < 0) return -1;
+  out[0] = loss;
+  return tg_optimizer_step(r->opt, out, 1);
+}
 #endif

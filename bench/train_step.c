@@ -1,6 +1,6 @@
 /* train_step.c — ms per training step (forward + backward + Adam, one realize) of the demo
  * conv net and of an MLP 784-512-512-10, next to PyTorch running the same network in the same
- * run (bench/train_step_torch.py, torch threads = 2). The step's time outside kernels is split
+ * run (bench/train_step_torch.py, torch threads = 2), then the same steps replayed by tg_jit. The step's time outside kernels is split
  * (tg_get_stats) into schedule (fusion, kernel ASTs, buffers), lower (program cache lookups;
  * lowering and rendering when a kernel is new to the process) and build (the rest: the API
  * calls that build forward, backward and optimizer graphs, and autograd).
@@ -44,23 +44,27 @@ static int cmp_total(const void *a, const void *b) {
   return cmp_double(&((const step_time *)a)->total, &((const step_time *)b)->total);
 }
 
-/* The median step of tg (ms), total < 0 on error. */
-static step_time tg_step(bool conv, int64_t batch, int steps) {
+/* The median step of tg (ms), total < 0 on error; with jit, steps through a tg_jit (its first
+ * calls record, so 4 warm-up steps). */
+static step_time tg_step(bool conv, int64_t batch, int steps, bool jit) {
   step_time result = {-1, 0, 0, 0, 0};
   net_run r;
   if (net_run_init(&r, conv, batch) < 0) {
     fprintf(stderr, "tg: %s\n", tg_last_error());
     return result;
   }
-  step_time *times = calloc((size_t)steps + 2, sizeof *times);
+  int warm = jit ? 4 : 2;
+  step_time *times = calloc((size_t)(steps + warm), sizeof *times);
+  tg_jit *j = jit ? tg_jit_new(net_run_step, &r) : NULL;
+  tg_tensor *batch_xy[2] = {r.x, r.y};
   int i;
-  for (i = 0; times && i < steps + 2; i++) {
-    if (i == 2) timed_cpu[0] = cpu_sample_now(), timed_wall[0] = now();
+  for (i = 0; times && i < steps + warm; i++) {
+    if (i == warm) timed_cpu[0] = cpu_sample_now(), timed_wall[0] = now();
     tg_scope *s = tg_scope_begin();
     tg_stats a = tg_get_stats();
     double t0 = now();
-    tg_tensor *loss = net_run_loss(&r);
-    int rc = !loss || tg_backward(loss) < 0 || tg_optimizer_step(r.opt, &loss, 1) < 0;
+    tg_tensor *loss;
+    int rc = (j ? tg_jit_call(j, batch_xy, 2, &loss, 1) : net_run_step(&r, batch_xy, 2, &loss, 1)) < 0;
     double total = now() - t0;
     tg_stats b = tg_get_stats();
     step_time *t = &times[i];
@@ -72,13 +76,14 @@ static step_time tg_step(bool conv, int64_t batch, int steps) {
     if (rc) break;
   }
   timed_cpu[1] = cpu_sample_now(), timed_wall[1] = now();
-  if (times && i == steps + 2) {
-    qsort(times + 2, (size_t)steps, sizeof *times, cmp_total);
-    result = times[2 + steps / 2];
+  if (times && i == steps + warm) {
+    qsort(times + warm, (size_t)steps, sizeof *times, cmp_total);
+    result = times[warm + steps / 2];
   } else {
     fprintf(stderr, "tg: %s\n", tg_last_error());
   }
   free(times);
+  tg_jit_free(j);
   net_run_free(&r);
   return result;
 }
@@ -100,7 +105,7 @@ static double torch_step_ms(const char *kind, int64_t batch, int steps) {
 
 /* One process of --processes: "RESULT step-ms kernel-ms cores others-percent" of the demo net. */
 static int child(int64_t batch, int steps) {
-  step_time t = tg_step(true, batch, steps);
+  step_time t = tg_step(true, batch, steps, false);
   if (t.total < 0) return 1;
   printf("RESULT %.2f %.2f %.2f %.1f\n", t.total, t.kernels,
          (timed_cpu[1].self - timed_cpu[0].self) / (timed_wall[1] - timed_wall[0]),
@@ -154,12 +159,18 @@ int main(int argc, char **argv) {
   step_time lowered[2];
   uint64_t nlowered[2];
   for (int i = 0; i < 2; i++) {
-    step_time t = tg_step(rows[i].conv, batch, steps);
+    step_time t = tg_step(rows[i].conv, batch, steps, false);
     double r = torch_step_ms(rows[i].kind, batch, steps);
     printf("%-20s %9.1f %9.1f %9.2f %9.2f %9.2f %9.1f %9.2f\n", rows[i].name, t.total, t.kernels, t.build, t.schedule,
            t.lower, r, t.total > 0 && r > 0 ? r / t.total : 0.0);
     lowered[i] = first_step;
     nlowered[i] = first_step_kernels;
+  }
+  printf("\nthe same steps through tg_jit (replayed: no build, schedule or lowering; host = step - kernels):\n");
+  printf("%-20s %9s %9s %9s\n", "network", "tg ms", "kernels", "host ms");
+  for (int i = 0; i < 2; i++) {
+    step_time t = tg_step(rows[i].conv, batch, steps, true);
+    printf("%-20s %9.1f %9.1f %9.3f\n", rows[i].name, t.total, t.kernels, t.total - t.kernels);
   }
   printf("\nfirst step in the process (kernels new to it: lowered, then compiled or loaded from the disk cache):\n");
   for (int i = 0; i < 2; i++)

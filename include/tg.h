@@ -184,6 +184,24 @@ int tg_assign_data(tg_tensor *t, const void *data, size_t nbytes);
  *  always happens: the next realize of anything also realizes every pending assign. */
 int tg_assign(tg_tensor *dst, tg_tensor *src);
 
+/* ----------------------------------------------------------------- JIT
+ * tg_jit_call(jit, in, n, out, m) calls fn(ctx, in, n, out, m), which builds outputs from the
+ * inputs (and may tg_assign state such as parameters); the outputs and pending assigns are
+ * realized. The first calls run fn and record the kernels they run; once two recordings agree,
+ * later calls replay the kernels on the new inputs' buffers: no graph is built, scheduled or
+ * compiled, and fn is not called. Inputs must keep their shapes and dtypes; data fn makes
+ * itself (tg_from_data, a scalar) is frozen, and a recording where it changed between calls
+ * is an error. Outputs are new tensors each call. docs/jit.md. */
+typedef struct tg_jit tg_jit;
+typedef int (*tg_jit_fn)(void *ctx, tg_tensor *const *in, int nin, tg_tensor **out, int nout);
+tg_jit *tg_jit_new(tg_jit_fn fn, void *ctx);
+/** 0, or a negative status: an input of another shape or dtype, or a function whose calls
+ *  differ (then every later call fails the same way; that call's outputs are still set). */
+int tg_jit_call(tg_jit *jit, tg_tensor *const *in, int nin, tg_tensor **out, int nout);
+/** Whether calls now replay the recording. */
+bool tg_jit_replaying(const tg_jit *jit);
+void tg_jit_free(tg_jit *jit);
+
 /* --------------------------------------------------------- elementwise
  * Binary ops broadcast like numpy and promote dtypes (docs/dtypes.md).
  * The *_s forms take a scalar right operand of t's dtype ("weak" type). */

@@ -4,9 +4,18 @@
 #ifndef TG_ENGINE_H
 #define TG_ENGINE_H
 
+#include "codegen/codegen.h"
 #include "schedule/schedule.h"
 
 /* Run every item of s in order; on success the kept roots get their buffers (uop->realized).
  * 0, or a negative status with the error set. */
 int engine_run(schedule *s);
+
+/* The JIT (src/tensor/jit.c). While a capture function is set on this thread, engine_run calls
+ * it after each item it ran, with the item's program (NULL when it was built inline, or for a
+ * copy). engine_run_item runs one item as engine_run does (its output's memory, then the
+ * kernel or the copy; p NULL: found or built), without its releases. */
+typedef void (*engine_capture_fn)(void *ctx, const sched_item *it, program *p);
+void engine_set_capture(engine_capture_fn fn, void *ctx);
+int engine_run_item(const sched_item *it, program *p);
 #endif

@@ -12,6 +12,7 @@
 
 #include "codegen/codegen.h"
 #include "device/device.h"
+#include "engine/queues.h"
 #include "runtime/profile.h"
 #include "tensor/tensor.h"
 
@@ -113,13 +114,29 @@ static int run_kernel(const sched_item *it, program *p) {
   return program_run(p, args);
 }
 
+/* ---------------------------------------------------------------- the JIT's hooks */
+
+static _Thread_local struct {
+  engine_capture_fn fn;
+  void *ctx;
+} capture;
+
+void engine_set_capture(engine_capture_fn fn, void *ctx) { capture.fn = fn, capture.ctx = ctx; }
+
+int engine_run_item(const sched_item *it, program *p) { return run_kernel(it, p); }
+
+/* ---------------------------------------------------------------- schedules */
+
 int engine_run(schedule *s) {
   program **progs = calloc(s->items.n + 1, sizeof *progs);
   if (!progs) return tg_set_error(TG_ERR_NOMEM, "engine: out of memory");
   int rc = build_programs(s, progs);
-  for (size_t i = 0; i < s->items.n && rc == 0; i++) {
+  bool spread = rc == 0 && queues_devices(s) > 1; /* several devices: each runs on its own thread */
+  if (spread) rc = queues_run(s, progs, run_kernel);
+  for (size_t i = 0; i < s->items.n && rc == 0 && !spread; i++) {
     const sched_item *it = &s->items.v[i];
     rc = run_kernel(it, progs[i]);
+    if (rc == 0 && capture.fn) capture.fn(capture.ctx, it, progs[i]);
     for (int j = 0; j < it->nrelease; j++) buffer_drop(it->release[j]);
   }
   free(progs);

@@ -1,14 +1,16 @@
 /* optim.c — SGD (momentum, Nesterov, weight decay), Adam, AdamW and LAMB.
  *
  * One struct for every optimizer; the kind (a row of opt_kinds[]) supplies the per-parameter
- * update rule. A step advances the host-side scalars (t, beta1^t, beta2^t), builds lazily, with
- * tg_assign, each parameter's state (momentum buffer, or m and v) and value, and realizes all
- * of it plus the caller's `also` tensors in one tg_realize_many.
+ * update rule. A step builds lazily, with tg_assign, beta1^t and beta2^t, each parameter's
+ * state (momentum buffer, or m and v) and value, and realizes all of it plus the caller's
+ * `also` tensors in one tg_realize_many.
  *
- * The learning rate and the bias corrections are plain numbers handed to the update as user
- * scalars (tg_mul_s, ...): kernel arguments, so a new learning rate or step never compiles a
- * new kernel. The state starts as realized zeros, so step 1 already has the buffer layout of
- * every later step. See docs/optim.md for the formulas and their PyTorch equivalents. */
+ * The learning rate and beta1^t, beta2^t are float64 tensors on the device, not host numbers:
+ * the step's kernels read them, so a new learning rate or step never compiles a new kernel,
+ * and a step replayed by tg_jit (which runs no host code) still advances them. The scalar
+ * factors are computed in float64 as the host did before and cast to the parameter's dtype.
+ * The state starts as realized zeros, so step 1 already has the buffer layout of every later
+ * step. See docs/optim.md for the formulas and their PyTorch equivalents. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,9 +25,8 @@ struct tg_optimizer {
   int nstate;         /* state tensors per parameter */
   tg_tensor **params; /* retained */
   tg_tensor **state;  /* n * nstate, retained; state[i * nstate + k] */
-  double lr;
-  int64_t t;          /* steps taken */
-  double b1t, b2t;    /* beta1^t, beta2^t (the Adam family's bias corrections are 1 - these) */
+  tg_tensor *lr;      /* float64, 0-d, retained; written in place by tg_optimizer_set_lr */
+  tg_tensor *b1t, *b2t; /* beta1^t, beta2^t (float64, 0-d, retained): bias corrections 1 - these */
   double momentum, weight_decay, beta1, beta2, eps;
   bool nesterov;
 };
@@ -42,6 +43,12 @@ struct opt_kind {
 
 /* ---------------------------------------------------------------- update rules */
 
+/* A float64 scalar expression as a factor for tensors of p's dtype. */
+static tg_tensor *factor(tg_tensor *p, tg_tensor *x) { return tg_cast(x, tg_get_dtype(p)); }
+
+/* 1 - x (float64). */
+static tg_tensor *one_minus(tg_tensor *x) { return tg_sub(tg_ones_like(x), x); }
+
 /* PyTorch SGD: g += wd * p; buf = momentum * buf + g (buf = g on the first step, the same
  * thing since buf starts at 0); g = nesterov ? g + momentum * buf : buf; p -= lr * g. */
 static tg_tensor *sgd_update(tg_optimizer *o, tg_tensor *p, tg_tensor *g, tg_tensor **state) {
@@ -51,7 +58,7 @@ static tg_tensor *sgd_update(tg_optimizer *o, tg_tensor *p, tg_tensor *g, tg_ten
     if (tg_assign(buf, tg_add(tg_mul_s(buf, o->momentum), g)) < 0) return NULL;
     g = o->nesterov ? tg_add(g, tg_mul_s(buf, o->momentum)) : buf;
   }
-  return tg_sub(p, tg_mul_s(g, o->lr));
+  return tg_sub(p, tg_mul(g, factor(p, o->lr)));
 }
 
 /* m and v after this step (assigned), shared by Adam, AdamW and LAMB. */
@@ -67,9 +74,9 @@ static int adam_moments(tg_optimizer *o, tg_tensor *g, tg_tensor **state) {
  *   p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps) */
 static tg_tensor *adam_update(tg_optimizer *o, tg_tensor *p, tg_tensor *g, tg_tensor **state) {
   if (adam_moments(o, g, state) < 0) return NULL;
-  if (o->kind->decoupled_wd && o->weight_decay != 0) p = tg_mul_s(p, 1 - o->lr * o->weight_decay);
-  tg_tensor *denom = tg_add_s(tg_div_s(tg_sqrt(state[1]), sqrt(1 - o->b2t)), o->eps);
-  return tg_sub(p, tg_mul_s(tg_div(state[0], denom), o->lr / (1 - o->b1t)));
+  if (o->kind->decoupled_wd && o->weight_decay != 0) p = tg_mul(p, factor(p, one_minus(tg_mul_s(o->lr, o->weight_decay))));
+  tg_tensor *denom = tg_add_s(tg_div(tg_sqrt(state[1]), factor(p, tg_sqrt(one_minus(o->b2t)))), o->eps);
+  return tg_sub(p, tg_mul(tg_div(state[0], denom), factor(p, tg_div(o->lr, one_minus(o->b1t)))));
 }
 
 /* sqrt(sum(x^2)) as a 0-d tensor. */
@@ -81,15 +88,15 @@ static tg_tensor *norm2(tg_tensor *x) { return tg_sqrt(tg_sum(tg_square(x), NULL
  *   p -= lr * r * up */
 static tg_tensor *lamb_update(tg_optimizer *o, tg_tensor *p, tg_tensor *g, tg_tensor **state) {
   if (adam_moments(o, g, state) < 0) return NULL;
-  tg_tensor *m_hat = tg_div_s(state[0], 1 - o->b1t);
-  tg_tensor *v_hat = tg_div_s(state[1], 1 - o->b2t);
+  tg_tensor *m_hat = tg_div(state[0], factor(p, one_minus(o->b1t)));
+  tg_tensor *v_hat = tg_div(state[1], factor(p, one_minus(o->b2t)));
   tg_tensor *up = tg_div(m_hat, tg_add_s(tg_sqrt(v_hat), o->eps));
   if (o->weight_decay != 0) up = tg_add(up, tg_mul_s(p, o->weight_decay));
   tg_tensor *r1 = norm2(p), *r2 = norm2(up);
   tg_tensor *one = tg_ones_like(r1);
   tg_tensor *ratio = tg_where(tg_gt(r1, tg_zeros_like(r1)),
                               tg_where(tg_gt(r2, tg_zeros_like(r2)), tg_div(r1, r2), one), one);
-  return tg_sub(p, tg_mul(tg_mul_s(ratio, o->lr), up));
+  return tg_sub(p, tg_mul(tg_mul(ratio, factor(p, o->lr)), up));
 }
 
 enum { OPT_SGD, OPT_ADAM, OPT_ADAMW, OPT_LAMB };
@@ -152,11 +159,16 @@ static int check_params(const opt_kind *k, tg_tensor **params, int n) {
  * initial values still get distinct buffers). */
 static tg_tensor *own(tg_tensor *t) { return t && tg_realize(t) == 0 ? tg_retain(t) : NULL; }
 
+/* A float64 0-d tensor of its own buffer (tg_from_data: never shared, so it can be written in
+ * place). */
+static tg_tensor *own_scalar(double v) { return own(tg_from_data(&v, TG_FLOAT64, NULL, 0)); }
+
 /* Everything that may fail: the state and the parameter list. */
 static int alloc_state(tg_optimizer *o, tg_tensor **params) {
   o->params = calloc((size_t)o->n, sizeof *o->params);
   o->state = calloc((size_t)o->n * (size_t)o->nstate + 1, sizeof *o->state);
   if (!o->params || !o->state) return tg_set_error(TG_ERR_NOMEM, "%s: out of memory", o->kind->name);
+  if (!(o->lr = own_scalar(0)) || !(o->b1t = own_scalar(1)) || !(o->b2t = own_scalar(1))) return TG_ERR_NOMEM;
   for (int i = 0; i < o->n; i++) {
     if (!tg_is_realized(params[i]) && tg_realize(params[i]) < 0) return TG_ERR_DEVICE;
     o->params[i] = tg_retain(params[i]);
@@ -170,7 +182,7 @@ static tg_optimizer *optimizer_new(const opt_kind *k, tg_tensor **params, int n,
   if (check_params(k, params, n) < 0 || check_args(k, a) < 0) return NULL;
   tg_optimizer *o = calloc(1, sizeof *o);
   if (!o) return tg_set_error(TG_ERR_NOMEM, "%s: out of memory", k->name), NULL;
-  *o = (tg_optimizer){.kind = k, .n = n, .b1t = 1, .b2t = 1, .momentum = a->momentum, .weight_decay = a->weight_decay,
+  *o = (tg_optimizer){.kind = k, .n = n, .momentum = a->momentum, .weight_decay = a->weight_decay,
                       .beta1 = a->beta1, .beta2 = a->beta2, .eps = a->eps, .nesterov = a->nesterov};
   o->nstate = k->bias_correction ? 2 : a->momentum > 0 ? 1 : 0;
   tg_scope *s = tg_scope_begin();
@@ -225,9 +237,14 @@ static bool any_grad(const tg_optimizer *o) {
   return false;
 }
 
-/* Build the lazy updates of every parameter with a gradient. */
+/* Build the lazy updates of every parameter with a gradient, after beta1^t and beta2^t. */
 static int build_step(tg_optimizer *o, step_list *l) {
   int rc = 0;
+  if (o->kind->bias_correction) {
+    step_push(l, o->b1t), step_push(l, o->b2t);
+    rc = tg_assign(o->b1t, tg_mul_s(o->b1t, o->beta1));
+    if (rc == 0) rc = tg_assign(o->b2t, tg_mul_s(o->b2t, o->beta2));
+  }
   for (int i = 0; i < o->n && rc == 0; i++) {
     tg_tensor *p = o->params[i], *g = tg_grad(p), **state = o->state + i * o->nstate;
     if (!g) continue; /* not used by the loss: parameter and state stay as they are */
@@ -246,14 +263,11 @@ int tg_optimizer_step(tg_optimizer *o, tg_tensor **also, int nalso) {
   if (nalso < 0 || (nalso > 0 && !also)) return tg_set_error(TG_ERR_ARG, "optimizer_step: invalid also list (n=%d)", nalso);
   for (int i = 0; i < nalso; i++)
     if (!also[i]) return tg_set_error(TG_ERR_ARG, "optimizer_step: also[%d] is NULL", i);
-  size_t cap = (size_t)o->n * (size_t)(1 + o->nstate);
+  size_t cap = (size_t)o->n * (size_t)(1 + o->nstate) + 2;
   step_list l = {malloc(sizeof(tg_tensor *) * (cap + (size_t)nalso + 1)), malloc(sizeof(uop *) * (cap + 1)), 0};
   if (!l.ts || !l.old) return free(l.ts), free(l.old), tg_set_error(TG_ERR_NOMEM, "optimizer_step: out of memory");
-  int64_t t0 = o->t;
-  double b1t0 = o->b1t, b2t0 = o->b2t;
-  if (any_grad(o)) o->t++, o->b1t *= o->beta1, o->b2t *= o->beta2;
   tg_scope *s = tg_scope_begin();
-  int rc = build_step(o, &l);
+  int rc = any_grad(o) ? build_step(o, &l) : 0;
   int nchanged = l.n;
   for (int i = 0; i < nalso; i++) l.ts[l.n++] = also[i];
   if (rc == 0) rc = tg_realize_many(l.ts, l.n);
@@ -262,7 +276,6 @@ int tg_optimizer_step(tg_optimizer *o, tg_tensor **also, int nalso) {
     if (rc < 0) tensor_set_value(l.ts[i], l.old[i]);
     uop_decref(l.old[i]);
   }
-  if (rc < 0) o->t = t0, o->b1t = b1t0, o->b2t = b2t0;
   free(l.ts), free(l.old);
   if (rc == 0) tg_optimizer_zero_grad(o);
   return rc;
@@ -271,8 +284,9 @@ int tg_optimizer_step(tg_optimizer *o, tg_tensor **also, int nalso) {
 int tg_optimizer_set_lr(tg_optimizer *o, double lr) {
   if (!o) return tg_set_error(TG_ERR_ARG, "optimizer_set_lr: NULL optimizer");
   if (!isfinite(lr) || lr < 0) return tg_set_error(TG_ERR_ARG, "%s: learning rate must be finite and >= 0 (got %g)", o->kind->name, lr);
-  o->lr = lr; /* a kernel argument of the next step: no recompile */
-  return 0;
+  uop *buf = tensor_buffer(o->lr);
+  /* in place: the step's kernels (and a tg_jit replaying them) read this buffer */
+  return buf ? buffer_copy_in(buf, &lr, sizeof lr) : tg_set_error(TG_ERR_ARG, "%s: the learning rate is not realized", o->kind->name);
 }
 
 void tg_optimizer_zero_grad(tg_optimizer *o) {
@@ -284,5 +298,6 @@ void tg_optimizer_free(tg_optimizer *o) {
   if (!o) return;
   for (int i = 0; o->params && i < o->n; i++) tg_free(o->params[i]);
   for (int i = 0; o->state && i < o->n * o->nstate; i++) tg_free(o->state[i]);
+  tg_free(o->lr), tg_free(o->b1t), tg_free(o->b2t);
   free(o->params), free(o->state), free(o);
 }

@@ -502,6 +502,7 @@ int tg_assign(tg_tensor *dst, tg_tensor *src) {
                         tg_fmt_shape(a, sizeof a, uop_shape(dst->u), nd),
                         tg_fmt_shape(b, sizeof b, uop_shape(src->u), uop_ndim(src->u)));
   }
+  jit_note_assign(dst); /* a JIT recording this call: dst is state */
   size_t m = uop_pool_mark();
   uop *v = uop_new1(OP_DETACH, dst->u->dtype, ucast(src->u, dst->u->dtype)); /* a write, not a function */
   if (!v) return uop_pool_release(m), tg_set_error(TG_ERR_NOMEM, "assign: out of memory");

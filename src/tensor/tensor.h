@@ -28,6 +28,8 @@ tg_tensor *null_arg(const char *op);
 /* Error with a message; returns NULL. */
 tg_tensor *tensor_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* t is about to be assigned: a JIT recording on this thread notes its buffer before (jit.c). */
+void jit_note_assign(tg_tensor *t);
 /* Drop a dying marked tensor from the parameter registry (src/grad/gradient.c). */
 void grad_forget(tg_tensor *t);
 
