@@ -7,6 +7,7 @@
  * sums and a matmul on CL tensors match naive C loops. The rest of the suite runs under
  * DEV=CL as it is (`DEV=CL make test`). Every test skips, saying why, where CL is unavailable. */
 #include <limits.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -412,4 +413,203 @@ TEST(cl_matmul_matches_c) {
     }
   CHECK(bad == 0);
   tg_scope_end(s);
+}
+
+/* ------------------------------------------------------------ work-groups (GPU-style codegen) */
+
+static int capture_ast(uop *ast, kshape *ks, void *ctx) {
+  (void)ks;
+  uop **first = ctx;
+  if (!*first) uop_incref(*first = ast);
+  return 0;
+}
+
+/* The AST of the first kernel realizing t needs (a strong reference), or NULL. */
+static uop *ast_of(tg_tensor *t) {
+  uop *ast = NULL;
+  program_set_opt_hook(capture_ast, &ast);
+  tg_realize(t);
+  program_set_opt_hook(NULL, NULL);
+  return ast;
+}
+
+/* Run p (built for d) on x (n floats, slot 1) into out (m floats); 0 or a negative status. */
+static int run_on(const device *d, program *p, const float *x, size_t n, float *out, size_t m) {
+  void *mem[2] = {d->alloc(m * sizeof(float) + BUFFER_SLACK), upload(d, x, n)};
+  int rc = mem[0] && mem[1] ? program_exec(p, mem) : TG_ERR_DEVICE;
+  if (rc == 0) rc = d->copy_out(out, mem[0], m * sizeof(float));
+  d->free(mem[0]), d->free(mem[1]);
+  return rc;
+}
+
+/* Sums and maxes over rows of 1000 (not a multiple of any group size: the axis is padded with
+ * the identity), split across a work-group: GROUPTOP and GROUP, with LOCAL rows beside the
+ * group, an UNROLL and UPCAST copies (one local array each), and the heuristics' choice. Each
+ * kernel's source has __local partials and barriers, its launch the work-group the shape state
+ * says, and every row matches a naive C loop. */
+TEST(cl_workgroup_reduction_matches_c) {
+  NEED_CL(d);
+  enum { R = 6, C = 1000 };
+  static float x[R * C];
+  fill(x, R * C, 9);
+  static const struct {
+    opt_action acts[4];
+    int n;
+    long long local;
+  } seqs[] = {
+      {{{OPT_PADTO, 1, 64}, {OPT_GROUPTOP, 1, 64}}, 2, 64},
+      {{{OPT_PADTO, 1, 48}, {OPT_GROUP, 1, 48}, {OPT_LOCAL, 1, 3}, {OPT_UNROLL, 2, 7}}, 4, 144},
+      {{{OPT_PADTO, 1, 32}, {OPT_GROUPTOP, 1, 32}, {OPT_UPCAST, 1, 2}, {OPT_LOCAL, 1, 3}}, 4, 96},
+      {{{OPT_LOCAL, 0, 6}}, 1, 6}, /* no group: one work-item per row, 6 to a work-group */
+      {{{OPT_PADTO, 0, 0}}, -1, 0}, /* the heuristics */
+  };
+  for (int op = 0; op < 2; op++) {
+    tg_scope *s = tg_scope_begin();
+    tg_tensor *t = tg_to(tg_from_data(x, TG_FLOAT32, (int64_t[]){R, C}, 2), "CL");
+    uop *ast = ast_of(op ? tg_max(t, (int[]){1}, 1, false) : tg_sum(t, (int[]){1}, 1, false));
+    CHECK(ast != NULL);
+    for (size_t q = 0; ast && q < sizeof seqs / sizeof *seqs; q++) {
+      kshape ks;
+      CHECK(kshape_init(&ks, ast) == 0);
+      kshape_use_workgroups(&ks, &d->caps);
+      for (int i = 0; i < seqs[q].n; i++) CHECK(kshape_apply(&ks, seqs[q].acts[i]) == 0);
+      if (seqs[q].n < 0) kshape_optimize(&ks, ast, &d->caps);
+      program *p = program_build(d, ast, &ks);
+      CHECK(p != NULL);
+      if (!p) { printf("  %s\n", tg_last_error()); continue; }
+      bool grouped = kshape_local_bytes(&ks) > 0;
+      CHECK(p->nstages == 1 && p->stage[0].local == (seqs[q].n < 0 ? kshape_local_size(&ks) : seqs[q].local));
+      CHECK(!grouped || (strstr(p->src, "__local") && strstr(p->src, "barrier(CLK_LOCAL_MEM_FENCE)")));
+      CHECK(seqs[q].n >= 0 || grouped); /* the heuristics split these rows across a work-group */
+      float out[R];
+      CHECK(run_on(d, p, x, R * C, out, R) == 0);
+      for (int i = 0; i < R; i++) {
+        double want = op ? -INFINITY : 0;
+        for (int j = 0; j < C; j++) want = op ? fmax(want, x[i * C + j]) : want + x[i * C + j];
+        if (!harness_close(out[i], want, 1e-4, 1e-4)) {
+          char text[256];
+          kshape_describe(&ks, text, sizeof text);
+          printf("  %s row %d under %s: %g, expected %g\n", op ? "max" : "sum", i, text, out[i], want);
+          CHECK(0);
+        }
+      }
+      program_free(p);
+    }
+    if (ast) uop_decref(ast);
+    tg_scope_end(s);
+  }
+}
+
+/* Over the device's limits: a work-group larger than max_local_size, or partials larger than
+ * its local memory, is refused by the optimizer (kshape_apply), and a launch asking for more
+ * work-items per group than the device allows fails before running. OPTS that do not fit get
+ * the heuristics instead, and the result is right. */
+TEST(cl_over_limit_kernels_are_refused) {
+  NEED_CL(d);
+  tg_scope *s = tg_scope_begin();
+  int64_t n = 2 * (int64_t)d->caps.max_local_size * 4;
+  tg_tensor *t = tg_to(tg_ones((int64_t[]){n}, 1, TG_FLOAT32), "CL");
+  uop *ast = ast_of(tg_add_s(t, 1));
+  kshape ks;
+  CHECK(ast && kshape_init(&ks, ast) == 0);
+  if (!ast) { tg_scope_end(s); return; }
+  kshape_use_workgroups(&ks, &d->caps);
+  tg_clear_error();
+  CHECK(kshape_apply(&ks, (opt_action){OPT_LOCAL, 0, 2 * d->caps.max_local_size}) < 0);
+  CHECK(strstr(tg_last_error(), "work-items in a work-group") != NULL);
+  CHECK(kshape_apply(&ks, (opt_action){OPT_LOCAL, 0, d->caps.max_local_size}) == 0);
+  uop_decref(ast);
+  /* a float64 sum whose work-group partials (8 bytes per work-item and UPCAST copy) would need
+   * more than the device's local memory: a full work-group (GROUPTOP and LOCAL rows) */
+  int64_t rows = 512, cols = d->caps.max_local_size < 1024 ? d->caps.max_local_size : 1024;
+  int64_t lrows = d->caps.max_local_size / cols, copies = d->caps.local_bytes / (8 * cols * lrows) + 1, u = 2;
+  while (u < copies && u < 64) u *= 2; /* the smallest power of two over the memory */
+  printf("  %s: %d work-items per group, %lld bytes of local memory: UPCAST %lld\n", d->name, d->caps.max_local_size,
+         (long long)d->caps.local_bytes, (long long)u);
+  double *zeros = calloc((size_t)(rows * cols), sizeof(double));
+  tg_tensor *m = zeros ? tg_to(tg_from_data(zeros, TG_FLOAT64, (int64_t[]){rows, cols}, 2), "CL") : NULL;
+  free(zeros);
+  ast = m && u >= copies ? ast_of(tg_sum(m, (int[]){1}, 1, false)) : NULL;
+  CHECK(ast != NULL);
+  if (ast) {
+    CHECK(kshape_init(&ks, ast) == 0);
+    kshape_use_workgroups(&ks, &d->caps);
+    CHECK(kshape_apply(&ks, (opt_action){OPT_GROUPTOP, 1, cols}) == 0); /* axes: GROUP, rows */
+    if (lrows > 1) CHECK(kshape_apply(&ks, (opt_action){OPT_LOCAL, 1, lrows}) == 0);
+    tg_clear_error();
+    CHECK(kshape_apply(&ks, (opt_action){OPT_UPCAST, 1, u}) < 0);
+    CHECK(strstr(tg_last_error(), "bytes of local memory") != NULL);
+    CHECK(kshape_apply(&ks, (opt_action){OPT_UPCAST, 1, u / 2}) == 0 || u / 2 >= copies); /* half fits */
+    uop_decref(ast);
+  }
+  /* the launch itself refuses a work-group over the device's limit */
+  char *src = axpy_source(2);
+  void *fn = NULL, *mem[3] = {0};
+  const char *names[] = {"axpy"};
+  long long big = (long long)d->caps.max_local_size * 2;
+  CHECK(src && d->compile(src, names, 1, &fn) == 0);
+  for (int i = 0; i < 3; i++) mem[i] = d->alloc((size_t)big * sizeof(float) + BUFFER_SLACK);
+  tg_clear_error();
+  CHECK(d->launch_local((kernel_fn)fn, mem, 3, big, big) < 0 && strstr(tg_last_error(), "work-groups of"));
+  for (int i = 0; i < 3; i++) d->free(mem[i]);
+  free(src);
+  /* OPTS over the limit: the kernel gets the heuristics */
+  char opts[64];
+  snprintf(opts, sizeof opts, "LOCAL,0,%lld", (long long)d->caps.max_local_size * 2);
+  setenv("OPTS", opts, 1);
+  float *out = malloc(sizeof(float) * (size_t)n);
+  CHECK(out && tg_to_host(tg_mul_s(t, 3), out, sizeof(float) * (size_t)n) == 0);
+  unsetenv("OPTS");
+  int bad = 0;
+  for (int64_t i = 0; out && i < n; i++) bad += out[i] != 3;
+  CHECK(out && bad == 0);
+  free(out);
+  tg_scope_end(s);
+}
+
+/* BEAM on CL: a real (small) search times candidates in device memory, finds a choice that
+ * computes the right result, and caches it: the second search answers from the disk cache. */
+TEST(cl_beam_finds_and_caches_a_choice) {
+  NEED_CL(d);
+  char dir[PATH_MAX];
+  CHECK(make_temp_dir(dir, sizeof dir));
+  const char *old = getenv("TG_CACHE_DIR");
+  char *saved = old ? strdup(old) : NULL;
+  setenv("TG_CACHE_DIR", dir, 1);
+  setenv("BEAM_CANDIDATES", "4", 1);
+  tg_scope *s = tg_scope_begin();
+  enum { R = 8, C = 512 };
+  static float x[R * C];
+  fill(x, R * C, 10);
+  tg_tensor *t = tg_to(tg_from_data(x, TG_FLOAT32, (int64_t[]){R, C}, 2), "CL");
+  uop *ast = ast_of(tg_sum(t, (int[]){1}, 1, false));
+  CHECK(ast != NULL);
+  if (ast) {
+    kshape first, again;
+    uint64_t searches = tg_beam_searches, hits = tg_beam_cache_hits;
+    CHECK(beam_search(d, ast, 1, &first) == 0);
+    CHECK(tg_beam_searches == searches + 1 && tg_beam_cache_hits == hits);
+    CHECK(beam_search(d, ast, 1, &again) == 0);
+    CHECK(tg_beam_searches == searches + 1 && tg_beam_cache_hits == hits + 1);
+    char a[256], b[256];
+    kshape_describe(&first, a, sizeof a), kshape_describe(&again, b, sizeof b);
+    CHECK(!strcmp(a, b));
+    CHECK(first.local_max == d->caps.max_local_size); /* a work-group state, as built for CL */
+    program *p = program_build(d, ast, &again);
+    float out[R];
+    CHECK(p && run_on(d, p, x, R * C, out, R) == 0);
+    for (int i = 0; p && i < R; i++) {
+      double want = 0;
+      for (int j = 0; j < C; j++) want += x[i * C + j];
+      CHECK_CLOSE(out[i], want, 1e-4);
+    }
+    program_free(p);
+    uop_decref(ast);
+  }
+  tg_scope_end(s);
+  unsetenv("BEAM_CANDIDATES");
+  if (saved) setenv("TG_CACHE_DIR", saved, 1);
+  else unsetenv("TG_CACHE_DIR");
+  free(saved);
+  remove_tree(dir);
 }

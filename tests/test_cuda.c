@@ -419,6 +419,48 @@ TEST(ptx_group_stages_assemble) {
   uop_pool_release(mark);
 }
 
+/* A work-group reduction as lower.c makes it for a GPU device: 4 outputs (a global digit) x 2
+ * LOCAL rows x a GROUP of 16 (local digits, the innermost), each work-item summing 32 of a row;
+ * the partials combined by a REDUCE over the group's local range, and only group digit 0
+ * stores. For every dtype class (f32 sum, f64 max, int32 sum, bool max): the PTX has .shared
+ * partials and bar.sync 0 and ptxas takes it; the CUDA C has __shared__ and __syncthreads()
+ * and NVRTC compiles it; both launch 128 work-items in blocks of 32 (lin_local_size). */
+TEST(ptx_and_cuda_workgroup_combine_compile) {
+  NEED_PTXAS();
+  NEED_NVRTC();
+  static const struct { tg_dtype dt; uop_op op; } kinds[] = {
+      {TG_FLOAT32, OP_ADD}, {TG_FLOAT64, OP_MAX}, {TG_INT32, OP_ADD}, {TG_BOOL, OP_MAX}};
+  for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
+    size_t mark = uop_pool_mark();
+    tg_dtype dt = kinds[k].dt;
+    uop *i = range(4, 0, RANGE_GLOBAL), *l = range(2, 1, RANGE_LOCAL), *g = range(16, 2, RANGE_LOCAL), *r = range(32, 3, RANGE_REDUCE);
+    uop *row = uop_add(uop_mul(i, uop_idx(2)), l);
+    uop *a = load(buf(dt, 1, 8 * 512), uop_add(uop_mul(row, uop_idx(512)), uop_add(uop_mul(g, uop_idx(32)), r)));
+    uop *part = uop_new(OP_REDUCE, dt, (uop *[]){a, r}, 2, (int64_t[]){kinds[k].op, 1}, 2);
+    uop *all = uop_new(OP_REDUCE, dt, (uop *[]){part, g}, 2, (int64_t[]){kinds[k].op, 1}, 2);
+    uop *first = uop_alu(OP_CMPEQ, g, uop_idx(0));
+    uop *st = uop_new(OP_STORE, dt, (uop *[]){buf(dt, 0, 8), row, all, first}, 4, NULL, 0);
+    lin_program prog = {0};
+    kernel_info info = {0};
+    CHECK(linearize(uop_new(OP_SINK, TG_BOOL, &st, 1, NULL, 0), &prog, &info) == 0);
+    CHECK(program_spec_check(&prog) == 0);
+    CHECK(lin_work_items(&prog) == 128 && lin_local_size(&prog) == 32);
+    const char *names[1] = {"r_8_wg"};
+    char *ptx = render_ptx(&prog, 1, names, 90), *cu = render_cuda(&prog, 1, names), *cl = render_opencl(&prog, 1, names);
+    CHECK(ptx && strstr(ptx, ".shared .align 8 .b8 tg_lds0[") && strstr(ptx, "bar.sync 0;"));
+    CHECK(ptx && cuda_ptxas_check(ptx, "sm_90", names[0]) == 0);
+    CHECK(cu && strstr(cu, "__shared__") && strstr(cu, "__syncthreads();"));
+    CHECK(cl && strstr(cl, "__local") && strstr(cl, "barrier(CLK_LOCAL_MEM_FENCE);"));
+    char *cubin = NULL;
+    size_t len = 0;
+    CHECK(cu && cuda_nvrtc_cubin(cu, "sm_90", names, &cubin, &len) == 0 && len > 0);
+    if (tg_last_error()[0]) printf("  %s: %s\n", dtype_table[dt].name, tg_last_error());
+    free(cubin), free(ptx), free(cu), free(cl), free(prog.ops);
+    tg_clear_error();
+    uop_pool_release(mark);
+  }
+}
+
 TEST(ptx_rejected_by_ptxas_names_the_kernel) {
   NEED_PTXAS();
   const char *bad = ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry broken_kernel(.param .u64 tg_n)\n"

@@ -712,9 +712,10 @@ static void optimize_workgroups(kshape *ks, const kaccess *acc, int na) {
   bool tile = false;
   for (int i = 0; i < ks->nax; i++) tile |= ks->ax[i].kind == AX_UPCAST;
   if (!tile) { local_outputs(ks, ks->local_max < WG_ITEMS ? ks->local_max : WG_ITEMS); return; }
-  for (int d = ks->nout - 1; d >= ks->nout - 2 && d >= 0; d--) { /* a square work-group over the tile's dims */
+  for (int d = ks->nout - 1, dims = 0; d >= 0 && dims < 2; d--) { /* 16x16 over the last two dims > 1 */
     int a = find_axis(ks, d, AX_GLOBAL);
     int64_t n = a < 0 ? 1 : divisor_upto(ks->ax[a].size, 16);
+    if (ks->size[d] > 1) dims++;
     if (n >= 2) try_apply(ks, OPT_LOCAL, a, n);
   }
 }
