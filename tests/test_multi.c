@@ -392,3 +392,39 @@ TEST(multi_data_parallel_conv_net_gradients_match_one_device) {
   trainer_free(&a), trainer_free(&b);
   tg_scope_end(s);
 }
+
+/* Sharded work realized from several user threads at once: each device's thread serves one
+ * run at a time, and every result is right. */
+#include <pthread.h>
+typedef struct sums_arg {
+  const char **d; /* read-only here: devs() writes its names before the threads start */
+  int bad;
+} sums_arg;
+
+static void *sharded_sums(void *arg) {
+  sums_arg *w = arg;
+  int *bad = &w->bad;
+  tg_scope *s = tg_scope_begin();
+  float a[64], y[8];
+  for (int i = 0; i < 64; i++) a[i] = (float)(i % 7);
+  for (int rep = 0; rep < 20; rep++) {
+    tg_tensor *t = tg_shard(tg_from_data(a, TG_FLOAT32, (int64_t[]){8, 8}, 2), w->d, 4, 0);
+    if (tg_to_host(tg_add_s(tg_sum(t, (int[]){0}, 1, false), rep), y, sizeof y) < 0) { (*bad)++; continue; }
+    for (int j = 0; j < 8; j++) {
+      float want = (float)rep;
+      for (int i = 0; i < 8; i++) want += a[i * 8 + j];
+      *bad += y[j] != want;
+    }
+  }
+  tg_scope_end(s);
+  return NULL;
+}
+
+TEST(multi_runs_from_several_threads) {
+  const char **d = devs(4);
+  pthread_t th[3];
+  sums_arg w[3] = {{d, 0}, {d, 0}, {d, 0}};
+  for (int i = 0; i < 3; i++) CHECK(pthread_create(&th[i], NULL, sharded_sums, &w[i]) == 0);
+  for (int i = 0; i < 3; i++) pthread_join(th[i], NULL);
+  CHECK(w[0].bad == 0 && w[1].bad == 0 && w[2].bad == 0);
+}
