@@ -1,7 +1,7 @@
 /* mnist.c — train a small convolutional network on Fashion-MNIST (or MNIST) with Adam.
  *
  *   build/example_mnist [--steps N] [--batch B] [--lr LR] [--seed S] [--data DIR]
- *                       [--save FILE.safetensors] [--load FILE.safetensors]
+ *                       [--save FILE.safetensors] [--load FILE.safetensors] [--jit]
  *
  * The network (tinygrad's beautiful_mnist):
  *   Conv2d(1,32,5) relu, Conv2d(32,32,5) relu, BatchNorm2d(32), max_pool2d(2),
@@ -24,6 +24,7 @@ typedef struct options {
   double lr;
   uint64_t seed;
   const char *data, *save, *load;
+  bool jit; /* steps through tg_jit: recorded, then replayed (docs/jit.md) */
 } options;
 
 typedef struct model {
@@ -108,6 +109,22 @@ static void progress(int step, int steps, double loss, double samples_per_s, dou
 
 /* ---------------------------------------------------------------- training */
 
+typedef struct trainer {
+  model *m;
+  tg_optimizer *opt;
+} trainer;
+
+/* One step on the batch (in[0], in[1]): forward, backward, Adam; out[0] = the loss. Called
+ * directly, or by tg_jit (which replays its kernels after the first calls). */
+static int train_step(void *ctx, tg_tensor *const *in, int nin, tg_tensor **out, int nout) {
+  trainer *t = ctx;
+  (void)nin, (void)nout;
+  tg_tensor *loss = tg_sparse_cross_entropy(model_forward(t->m, in[0]), in[1], 0.0, -1);
+  if (!loss || tg_backward(loss) < 0) return -1;
+  out[0] = loss;
+  return tg_optimizer_step(t->opt, out, 1);
+}
+
 static int train(model *m, const options *o) {
   tg_dataset train_set;
   if (tg_mnist_load(o->data, true, &train_set) < 0) return fail("loading the training set");
@@ -115,7 +132,9 @@ static int train(model *m, const options *o) {
   tg_tensor **params = tg_state_dict_parameters(&m->state, &nparams);
   tg_optimizer *opt = params ? tg_adam(params, nparams, o->lr, 0.9, 0.999, 1e-8) : NULL;
   tg_loader *loader = opt ? tg_loader_new(&train_set, o->batch, true, true) : NULL;
-  int rc = loader ? 0 : fail("setting up training");
+  trainer tr = {m, opt};
+  tg_jit *jit = o->jit && loader ? tg_jit_new(train_step, &tr) : NULL;
+  int rc = loader && (jit || !o->jit) ? 0 : fail("setting up training");
   model_train(m, true);
   double t0 = now();
   for (int step = 1; step <= o->steps && rc == 0; step++) {
@@ -125,8 +144,8 @@ static int train(model *m, const options *o) {
     double lr = o->lr * 0.5 * (1 + cos(M_PI * (step - 1) / o->steps));
     int got = tg_optimizer_set_lr(opt, lr) < 0 ? -1 : tg_loader_next(loader, &x, &y);
     if (got == 0) got = tg_loader_next(loader, &x, &y); /* next epoch */
-    tg_tensor *loss = got > 0 ? tg_sparse_cross_entropy(model_forward(m, x), y, 0.0, -1) : NULL;
-    if (!loss || tg_backward(loss) < 0 || tg_optimizer_step(opt, &loss, 1) < 0) rc = fail("training step");
+    tg_tensor *batch[2] = {x, y}, *loss = NULL;
+    if (got <= 0 || (jit ? tg_jit_call(jit, batch, 2, &loss, 1) : train_step(&tr, batch, 2, &loss, 1)) < 0) rc = fail("training step");
     else {
       double dt = now() - t0;
       progress(step, o->steps, tg_item(loss), (double)(step * o->batch) / dt, dt / step * (o->steps - step));
@@ -134,6 +153,7 @@ static int train(model *m, const options *o) {
     tg_scope_end(s);
   }
   if (rc == 0 && o->steps > 0) printf("\ntrained %d steps in %.1f s\n", o->steps, now() - t0);
+  tg_jit_free(jit);
   tg_loader_free(loader);
   tg_optimizer_free(opt);
   free(params);
@@ -172,9 +192,10 @@ static int evaluate(model *m, const options *o) {
 
 static void usage(void) {
   printf("usage: example_mnist [--steps N] [--batch B] [--lr LR] [--seed S] [--data DIR]\n"
-         "                     [--save FILE.safetensors] [--load FILE.safetensors]\n"
+         "                     [--save FILE.safetensors] [--load FILE.safetensors] [--jit]\n"
          "  defaults: 600 steps, batch 512, peak lr 3e-3 (cosine decay to 0), seed 42,\n"
-         "  data /usr/share/datasets/fashion-mnist. --steps 0 with --load only evaluates a saved model.\n");
+         "  data /usr/share/datasets/fashion-mnist. --steps 0 with --load only evaluates a saved model.\n"
+         "  --jit records the training step's kernels and replays them (no graph building per step).\n");
 }
 
 static int parse_args(int argc, char **argv, options *o) {
@@ -182,6 +203,7 @@ static int parse_args(int argc, char **argv, options *o) {
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(); exit(0); }
+    if (!strcmp(a, "--jit")) { o->jit = true; continue; }
     if (!v) { fprintf(stderr, "mnist: %s needs a value\n", a); return -1; }
     char *end = NULL;
     if (!strcmp(a, "--steps")) o->steps = (int)strtol(v, &end, 10);
