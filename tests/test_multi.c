@@ -428,3 +428,18 @@ TEST(multi_runs_from_several_threads) {
   for (int i = 0; i < 3; i++) pthread_join(th[i], NULL);
   CHECK(w[0].bad == 0 && w[1].bad == 0 && w[2].bad == 0);
 }
+
+/* A device with memory of its own in the list: the same split, copies through the host. */
+TEST(multi_cpu_and_cl) {
+  if (!tg_device_available("CL")) SKIP("no OpenCL device here");
+  tg_scope *s = tg_scope_begin();
+  const char *d[2] = {"CPU", "CL"};
+  float a[8] = {1, 2, 3, 4, 5, 6, 7, 8}, y[4], z[8];
+  tg_tensor *t = tg_shard(tg_from_data(a, TG_FLOAT32, (int64_t[]){2, 4}, 2), d, 2, 0);
+  CHECK(t && !strcmp(tg_device_of(t), "CPU,CL"));
+  CHECK(tg_to_host(tg_sum(tg_mul_s(t, 2), (int[]){0}, 1, false), y, sizeof y) == 0);
+  for (int j = 0; j < 4; j++) CHECK(y[j] == 2 * (a[j] + a[4 + j]));
+  CHECK(tg_to_host(tg_to(tg_add_s(t, 1), "CL"), z, sizeof z) == 0);
+  for (int i = 0; i < 8; i++) CHECK(z[i] == a[i] + 1);
+  tg_scope_end(s);
+}

@@ -131,7 +131,8 @@ int engine_run(schedule *s) {
   program **progs = calloc(s->items.n + 1, sizeof *progs);
   if (!progs) return tg_set_error(TG_ERR_NOMEM, "engine: out of memory");
   int rc = build_programs(s, progs);
-  bool spread = rc == 0 && queues_devices(s) > 1; /* several devices: each runs on its own thread */
+  /* several devices: each runs on its own thread (a JIT recording sees the items in order) */
+  bool spread = rc == 0 && !capture.fn && queues_devices(s) > 1;
   if (spread) rc = queues_run(s, progs, run_kernel);
   for (size_t i = 0; i < s->items.n && rc == 0 && !spread; i++) {
     const sched_item *it = &s->items.v[i];

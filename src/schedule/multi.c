@@ -136,7 +136,7 @@ static uop *gather(const mval *m, int dev) {
 /* ---------------------------------------------------------------- allreduce (ring) */
 
 /* Every device's partial p[d] (one shape) combined with op into the whole on every device.
- * Flattened and cut into n chunks; reduce-scatter: in n-1 steps each device passes a chunk to
+ * Flattened and cut into n chunks (rows when n divides the size); reduce-scatter: in n-1 steps each device passes a chunk to
  * the next, which combines it with its own, so that device d ends with chunk d+1 complete;
  * all-gather: n-1 more steps pass the complete chunks around; each device then puts its chunks
  * side by side. Fewer elements than devices: each device combines every other's partial. */
@@ -153,10 +153,14 @@ static bool allreduce(uop_op op, uop *const *partial, int n, uop **out) {
     for (int d = 0; d < n; d++) if (!out[d]) return false;
     return true;
   }
+  /* chunk k: row k of the partial seen as (n, N/n) when n divides N (each copy, combine and
+   * the final concat is then a plain loop over whole rows), else elements [kN/n, (k+1)N/n) */
   uop *chunk[MULTI_MAX][MULTI_MAX];
+  int64_t rows[2] = {n, N / n};
+  int axis = N % n ? 0 : 1;
   for (int d = 0; d < n; d++) {
-    uop *flat = ushape_reshape(p[d], &N, 1);
-    for (int k = 0; k < n; k++) chunk[d][k] = flat ? shrink_axis(flat, 0, k * N / n, (k + 1) * N / n) : NULL;
+    uop *flat = axis ? ushape_reshape(p[d], rows, 2) : ushape_reshape(p[d], &N, 1);
+    for (int k = 0; k < n; k++) chunk[d][k] = !flat ? NULL : axis ? shrink_axis(flat, 0, k, k + 1) : shrink_axis(flat, 0, k * N / n, (k + 1) * N / n);
   }
   for (int s = 0; s < n - 1; s++) /* reduce-scatter: device d sends chunk d-s to d+1 */
     for (int d = 0; d < n; d++) {
@@ -170,7 +174,7 @@ static bool allreduce(uop_op op, uop *const *partial, int n, uop **out) {
       chunk[to][k] = copy_to(chunk[d][k], p[to]->device);
     }
   for (int d = 0; d < n; d++) {
-    uop *whole = concat_on(chunk[d], n, 0, p[d]->device);
+    uop *whole = concat_on(chunk[d], n, 0, p[d]->device); /* along the rows, or the flat axis */
     if (!(out[d] = whole ? ushape_reshape(whole, uop_shape(p[0]), nd) : NULL)) return false;
   }
   return true;
