@@ -151,14 +151,18 @@ static bool skip_value(cfg_reader *r) {
   return depth == 0;
 }
 
-/* The keys config.json may set, and how. */
+/* The keys config.json may set, how, and whether it must. */
 typedef enum cfg_kind { K_INT, K_INT_OR_NULL, K_FLOAT, K_ACT, K_FALSE } cfg_kind;
-static const struct { const char *key; cfg_kind kind; size_t off; } cfg_keys[] = {
-  {"n_layer", K_INT, offsetof(tg_gpt2_config, n_layer)},       {"n_head", K_INT, offsetof(tg_gpt2_config, n_head)},
-  {"n_embd", K_INT, offsetof(tg_gpt2_config, n_embd)},         {"vocab_size", K_INT, offsetof(tg_gpt2_config, vocab_size)},
-  {"n_positions", K_INT, offsetof(tg_gpt2_config, n_positions)}, {"n_inner", K_INT_OR_NULL, offsetof(tg_gpt2_config, n_inner)},
-  {"layer_norm_epsilon", K_FLOAT, offsetof(tg_gpt2_config, eps)}, {"activation_function", K_ACT, 0},
-  {"scale_attn_by_inverse_layer_idx", K_FALSE, 0},
+static const struct { const char *key; cfg_kind kind; size_t off; bool required; } cfg_keys[] = {
+  {"n_layer", K_INT, offsetof(tg_gpt2_config, n_layer), true},
+  {"n_head", K_INT, offsetof(tg_gpt2_config, n_head), true},
+  {"n_embd", K_INT, offsetof(tg_gpt2_config, n_embd), true},
+  {"vocab_size", K_INT, offsetof(tg_gpt2_config, vocab_size), true},
+  {"n_positions", K_INT, offsetof(tg_gpt2_config, n_positions), true},
+  {"n_inner", K_INT_OR_NULL, offsetof(tg_gpt2_config, n_inner), false},
+  {"layer_norm_epsilon", K_FLOAT, offsetof(tg_gpt2_config, eps), false},
+  {"activation_function", K_ACT, 0, false},
+  {"scale_attn_by_inverse_layer_idx", K_FALSE, 0, false},
 };
 
 /* Hugging Face's activation names → tg's GELU forms (gelu_new and its aliases are the tanh form). */
@@ -220,8 +224,8 @@ static int parse_config(const char *file, const char *text, size_t len, tg_gpt2_
     if (r.p < r.end && *r.p == ',') r.p++, ws(&r);
   }
   if (r.p >= r.end || *r.p != '}') return tg_set_error(TG_ERR_IO, "gpt2_load: %s: bad JSON at byte %lld", file, (long long)(r.p - text));
-  for (size_t k = 0; k < 5; k++)
-    if (!seen[k]) return tg_set_error(TG_ERR_IO, "gpt2_load: %s: \"%s\" is missing", file, cfg_keys[k].key);
+  for (size_t k = 0; k < sizeof cfg_keys / sizeof cfg_keys[0]; k++)
+    if (cfg_keys[k].required && !seen[k]) return tg_set_error(TG_ERR_IO, "gpt2_load: %s: \"%s\" is missing", file, cfg_keys[k].key);
   if (!c->n_inner && c->n_embd > 0 && c->n_embd <= 65536) c->n_inner = 4 * c->n_embd;
   return check_config("gpt2_load", file, c);
 }
