@@ -443,3 +443,24 @@ TEST(multi_cpu_and_cl) {
   for (int i = 0; i < 8; i++) CHECK(z[i] == a[i] + 1);
   tg_scope_end(s);
 }
+
+/* Gradients through tg_shard itself, to a tensor of one device: each shard's slice of the
+ * gradient goes back to it (split on an axis), or the one value's gradient (replicated). */
+TEST(multi_gradient_through_shard) {
+  tg_scope *s = tg_scope_begin();
+  float a[12], g[12];
+  fill(a, 12, 13);
+  for (int axis = -1; axis <= 1; axis++) {
+    tg_tensor *x = tg_requires_grad(from(a, (int64_t[]){2, 6}, 2), true);
+    tg_tensor *xs = tg_shard(x, devs(2), 2, axis);
+    tg_tensor *loss = tg_sum(tg_mul(tg_mul(xs, xs), tg_arange(1, 7, 1, TG_FLOAT32)), NULL, 0, false); /* sum x^2 (j+1) */
+    CHECK(tg_backward(loss) == 0);
+    CHECK(tg_grad(x) && !strcmp(tg_device_of(tg_grad(x)), tg_device_of(x)));
+    CHECK(tg_to_host(tg_grad(x), g, sizeof g) == 0);
+    bool ok = true;
+    for (int i = 0; i < 12; i++) ok &= harness_close(g[i], 2 * a[i] * (float)(i % 6 + 1), 1e-6, 1e-6);
+    CHECK(ok);
+    tg_free(x);
+  }
+  tg_scope_end(s);
+}

@@ -188,6 +188,23 @@ static void d_copy(uop *u, uop *g, uop **d) {
   d[0] = dev == DEVICE_NONE || dev == g->device ? g : uop_new(OP_COPY, g->dtype, &g, 1, &dev, 1);
 }
 
+/* A sharded tensor (tg_shard): source i, on device i, gets its slice of the gradient there; the
+ * whole copies of a replicated one are one value, so the first takes the gradient. */
+static void d_multi(uop *u, uop *g, uop **d) {
+  int axis = (int)u->arg[0], nd = uop_ndim(u);
+  for (int i = 0; i < u->nsrc && (axis >= 0 || i == 0); i++) {
+    int64_t dev = u->src[i]->device, arg[2 * TG_MAX_DIMS];
+    uop *part = g;
+    if (axis >= 0) {
+      int64_t len = uop_shape(u->src[i])[axis];
+      for (int k = 0; k < nd; k++) arg[2 * k] = 0, arg[2 * k + 1] = uop_shape(u)[k];
+      arg[2 * axis] = i * len, arg[2 * axis + 1] = (i + 1) * len;
+      part = uop_new(OP_SHRINK, g->dtype, &g, 1, arg, 2 * nd);
+    }
+    d[i] = !part || part->device == dev ? part : uop_new(OP_COPY, g->dtype, &part, 1, &dev, 1);
+  }
+}
+
 /* Ops missing here have no derivative: reaching one on a path to a target is an error
  * (BITCAST between float types, for instance). Integer and bool nodes never carry gradients,
  * so the rules of ops with such outputs (comparisons, bit ops) are never called; they are
@@ -204,7 +221,7 @@ static const grad_rule grad_rules[OP_COUNT] = {
     [OP_CMPEQ] = d_none,      [OP_WHERE] = d_where,     [OP_REDUCE_AXIS] = d_reduce,
     [OP_CONTIGUOUS] = d_pass,  [OP_COPY] = d_copy, [OP_DETACH] = d_none,     [OP_RESHAPE] = d_reshape,
     [OP_PERMUTE] = d_permute, [OP_EXPAND] = d_expand,   [OP_PAD] = d_pad,
-    [OP_SHRINK] = d_shrink,   [OP_FLIP] = d_flip,
+    [OP_SHRINK] = d_shrink,   [OP_FLIP] = d_flip,       [OP_MULTI] = d_multi,
 };
 
 bool grad_has_rule(uop_op op) { return op < OP_COUNT && (grad_rules[op] || op == OP_GRADFN); }
@@ -307,10 +324,11 @@ static int backprop_node(walk *w, uop *u, uop *g) {
   for (int j = 0; j < u->nsrc; j++) any |= is_relevant(w, u->src[j]);
   if (!any) return 0; /* a target leaf */
   grad_rule rule = u->op == OP_GRADFN ? d_custom : grad_rules[u->op];
-  if (!rule || u->nsrc > GRAD_CUSTOM_MAX_SRC)
+  enum { MAX_SRC = 16 }; /* a MULTI's shards (schedule.h MULTI_MAX) */
+  if (!rule || u->nsrc > (u->op == OP_GRADFN ? GRAD_CUSTOM_MAX_SRC : MAX_SRC))
     return tg_set_error(TG_ERR_ARG, "gradient: op %s (%s) has no derivative rule and lies between y and a target",
                         uop_ops[u->op].name, tg_dtype_name(u->dtype));
-  uop *d[GRAD_CUSTOM_MAX_SRC] = {NULL};
+  uop *d[MAX_SRC] = {NULL};
   rule(u, g, d);
   for (int j = 0; j < u->nsrc; j++)
     if (d[j] && is_relevant(w, u->src[j]) && accumulate(&w->grads, u->src[j], d[j]) < 0)

@@ -8,7 +8,8 @@
  *                     constant or a tensor of one device (copied to each) is shrunk to the
  *                     device's slice of the split axis
  *   views             the same view of each shard, its argument moved to the shard's shape
- *                     (reshape/permute move the split axis; pad/shrink/flip may not touch it)
+ *                     (reshape/permute move the split axis; pad/shrink/flip may not touch it,
+ *                     but a shrink to exactly one shard is that shard, on its one device)
  *   reduce            per device; over the split axis the partial results are allreduced
  *   COPY to a device  a gather: the shards copied there and put side by side
  *
@@ -265,6 +266,11 @@ static mval *split_view(mctx *c, uop *u, mval **s) {
       break;
     case OP_EXPAND: arg[a] = len; break;
     case OP_PAD: case OP_SHRINK:
+      if (u->op == OP_SHRINK && u->arg[2 * a + 1] - u->arg[2 * a] == len && u->arg[2 * a] % len == 0) {
+        arg[2 * a] = 0, arg[2 * a + 1] = len; /* exactly one shard (a gradient of tg_shard): it, on its device */
+        uop *one = uop_new(OP_SHRINK, u->dtype, &m->sh[u->arg[2 * a] / len], 1, arg, u->narg);
+        return one ? new_mval(c, one, 0, -1) : fail(c, "multi-device split: out of memory");
+      }
       if (u->arg[2 * a] != 0 || u->arg[2 * a + 1] != (u->op == OP_PAD ? 0 : whole))
         return fail(c, "%s of the sharded axis %d is not supported (gather with tg_to first)", name, a);
       if (u->op == OP_SHRINK) arg[2 * a + 1] = len;
