@@ -292,8 +292,10 @@ static mval *split_reduce(mctx *c, uop *u, mval **s) {
   bool over_split = false;
   for (int i = 1; i < u->narg; i++) over_split |= u->arg[i] == m->axis;
   mval *r = new_mval(c, NULL, m->n, over_split ? -1 : m->axis);
+  bool ones = true; /* every reduced axis of a shard has size 1: its partial is the shard */
+  for (int i = 1; i < u->narg; i++) ones &= uop_shape(m->sh[0])[u->arg[i]] == 1;
   for (int d = 0; r && d < m->n; d++)
-    if (!(r->sh[d] = uop_replace_src(u, &m->sh[d], 1))) return fail(c, "multi-device split: out of memory");
+    if (!(r->sh[d] = ones ? m->sh[d] : uop_replace_src(u, &m->sh[d], 1))) return fail(c, "multi-device split: out of memory");
   if (r && over_split && !allreduce((uop_op)u->arg[0], r->sh, r->n, r->sh)) return fail(c, "multi-device split: out of memory");
   return r;
 }
