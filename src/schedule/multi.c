@@ -30,7 +30,7 @@
 typedef struct mval {
   uop *plain;
   int n, axis; /* n > 0: shard i is sh[i]; axis -1: each shard is the whole value */
-  uop *sh[MULTI_MAX];
+  uop **sh;    /* n entries, in the same allocation (none for a plain value: most nodes) */
 } mval;
 
 typedef struct mctx {
@@ -57,9 +57,9 @@ static mval *fail(mctx *c, const char *fmt, ...) {
 }
 
 static mval *new_mval(mctx *c, uop *plain, int n, int axis) {
-  mval *m = calloc(1, sizeof *m);
+  mval *m = calloc(1, sizeof *m + sizeof(uop *) * (size_t)n);
   if (!m || VEC_PUSH(c->all, m) < 0) return free(m), fail(c, "multi-device split: out of memory");
-  m->plain = plain, m->n = n, m->axis = axis;
+  m->plain = plain, m->n = n, m->axis = axis, m->sh = (uop **)(m + 1);
   return m;
 }
 
