@@ -531,8 +531,10 @@ static tg_tensor *block(const tg_gpt2 *m, const layer *ly, tg_tensor *x, tg_kv_c
   const tg_gpt2_config *c = &m->cfg;
   int64_t e = c->n_embd, sizes[3] = {e, e, e}, back[3] = {tg_dim(x, 0), tg_dim(x, 1), e};
   tg_tensor *qkv[3], *a = linear(tg_layernorm(x, 1, ly->ln1_w, ly->ln1_b, c->eps), ly->qkv_w, ly->qkv_b);
-  /* cached: q, k and v once (the attention and the cache writes are separate schedules) */
-  if ((cache && tg_realize(a) < 0) || tg_split(a, sizes, 3, 2, qkv) < 0) return NULL;
+  /* cached: the stream x and q, k, v realized once, in one schedule (the attention and the
+   * cache writes are separate schedules that read them) */
+  tg_tensor *both[2] = {x, a};
+  if ((cache && tg_realize_many(both, 2) < 0) || tg_split(a, sizes, 3, 2, qkv) < 0) return NULL;
   tg_tensor *q = heads(qkv[0], c->n_head), *k = heads(qkv[1], c->n_head), *v = heads(qkv[2], c->n_head);
   tg_tensor *o = cache ? tg_attention(q, k, v, cache, true) : tg_scaled_dot_product_attention(q, k, v, NULL, true);
   o = tg_reshape(tg_transpose(o, 1, 2), back, 3);
@@ -544,13 +546,10 @@ static tg_tensor *block(const tg_gpt2 *m, const layer *ly, tg_tensor *x, tg_kv_c
 
 /* The embedded input x (B, T, E) → logits (B, T, V). */
 static tg_tensor *forward(tg_gpt2 *m, tg_tensor *x, bool cached) {
-  /* Cached steps realize the residual stream after the embedding and after every block: each
+  /* Cached steps realize the residual stream at the start of every block (block()): each
    * layer's attention realizes (it writes the cache), and a lazy stream would make every later
-   * layer recompute the embedding lookup and the blocks before it inside its own kernels. */
-  for (int64_t l = 0; l < m->cfg.n_layer && x; l++) {
-    if (cached && tg_realize(x) < 0) return NULL;
-    x = block(m, &m->h[l], x, cached ? &m->cache[l] : NULL);
-  }
+   * layer recompute the blocks before it inside its own kernels. */
+  for (int64_t l = 0; l < m->cfg.n_layer && x; l++) x = block(m, &m->h[l], x, cached ? &m->cache[l] : NULL);
   x = tg_layernorm(x, 1, m->lnf_w, m->lnf_b, m->cfg.eps);
   return tg_matmul(x, tg_transpose(m->head, 0, 1));
 }
