@@ -81,6 +81,19 @@ static double per_kernel(const device *d, uop *ast, void *ctx) {
   return *(const double *)ctx;
 }
 
+/* Host matrices a (n, k) and w (k, m), filled, and realized tensors of them. */
+typedef struct mm_inputs {
+  float *ad, *wd;
+  tg_tensor *a, *w;
+} mm_inputs;
+
+static mm_inputs mm_inputs_new(int n, int k, int m, int seed) {
+  mm_inputs x = {malloc(sizeof(float) * (size_t)(n * k)), malloc(sizeof(float) * (size_t)(k * m)), NULL, NULL};
+  fill(x.ad, n * k, seed), fill(x.wd, k * m, seed + 1);
+  x.a = input(x.ad, (int64_t[]){n, k}, 2), x.w = input(x.wd, (int64_t[]){k, m}, 2);
+  return x;
+}
+
 static int far_from_matmul(tg_tensor *y, const float *a, const float *w, int n, int k, int m) {
   float *out = malloc(sizeof(float) * (size_t)(n * m));
   int bad = out && tg_to_host(y, out, sizeof(float) * (size_t)(n * m)) == 0 ? 0 : 1;
@@ -102,9 +115,9 @@ TEST(layout_search_fastest_choice_shapes_schedule) {
   NEED_HOST();
   enum { N = 128, K = 512, M = 256 };
   tg_scope *s = tg_scope_begin();
-  float *ad = malloc(sizeof(float) * N * K), *wd = malloc(sizeof(float) * K * M);
-  fill(ad, N * K, 1), fill(wd, K * M, 2);
-  tg_tensor *a = input(ad, (int64_t[]){N, K}, 2), *w = input(wd, (int64_t[]){K, M}, 2);
+  mm_inputs x = mm_inputs_new(N, K, M, 1);
+  float *ad = x.ad, *wd = x.wd;
+  tg_tensor *a = x.a, *w = x.w;
   CHECK(kernels_of(tg_matmul(a, w)) == 2); /* the heuristic: panels */
   env e;
   env_begin(&e);
@@ -181,19 +194,17 @@ TEST(layout_search_times_real_kernels) {
   NEED_HOST();
   enum { N = 128, K = 64, M = 128 };
   tg_scope *s = tg_scope_begin();
-  float *ad = malloc(sizeof(float) * N * K), *wd = malloc(sizeof(float) * K * M);
-  fill(ad, N * K, 6), fill(wd, K * M, 7);
-  tg_tensor *a = input(ad, (int64_t[]){N, K}, 2), *w = input(wd, (int64_t[]){K, M}, 2);
+  mm_inputs x = mm_inputs_new(N, K, M, 6);
   env e;
   env_begin(&e);
   setenv("BEAM_CANDIDATES", "2", 1);
   uint64_t searches = tg_layout_searches;
-  tg_tensor *y = tg_matmul(a, w);
-  CHECK(far_from_matmul(y, ad, wd, N, K, M) == 0);
+  tg_tensor *y = tg_matmul(x.a, x.w);
+  CHECK(far_from_matmul(y, x.ad, x.wd, N, K, M) == 0);
   CHECK(tg_layout_searches == searches + 1);
   CHECK(spoil_entries(e.dir, NULL) == 1);
   unsetenv("BEAM_CANDIDATES");
   env_end(&e);
-  free(ad), free(wd);
+  free(x.ad), free(x.wd);
   tg_scope_end(s);
 }
