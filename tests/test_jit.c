@@ -168,6 +168,11 @@ TEST(jit_wrong_use_is_an_error) {
   CHECK(tg_jit_call(NULL, &x, 1, &y, 1) == TG_ERR_ARG);
   float got[3];
   CHECK(tg_jit_call(j, &x, 1, &y, 1) == 0 && tg_to_host(y, got, sizeof got) == 0 && got[0] == 2 && got[2] == 2); /* still replays */
+  const char *devs[2] = {"CPU:0", "CPU:1"};
+  tg_tensor *sharded = tg_device_available("CPU:1") ? tg_shard(ones3(TG_FLOAT32, 4), devs, 2, 0) : NULL;
+  tg_jit *fresh = tg_jit_new(double_it, NULL);
+  if (sharded) CHECK(tg_jit_call(fresh, &sharded, 1, &y, 1) == TG_ERR_ARG && strstr(tg_last_error(), "input 0 is sharded"));
+  tg_jit_free(fresh);
   tg_jit_free(j);
   CHECK(tg_jit_new(NULL, NULL) == NULL && strstr(tg_last_error(), "NULL"));
   calls_made = 0;

@@ -128,7 +128,7 @@ static int *indices(recording *r, uop **bufs, int n, bool first_written) {
 static void record_item(void *ctx, const sched_item *it, program *p) {
   recording *r = ctx;
   jitem j = {it->dev, p, it->ast, it->numel, it->nbufs, it->nrelease, NULL, NULL};
-  if (it->ast && !j.prog) j.prog = program_get(it->dev, it->ast);
+  if (it->ast && !j.prog) j.prog = program_get(device_base(it->dev), it->ast); /* as run_kernel finds it */
   j.bufs = indices(r, it->bufs, it->nbufs, true);
   j.release = indices(r, it->release, it->nrelease, false);
   if ((it->ast && !j.prog) || !j.bufs || !j.release || VEC_PUSH(r->items, j) < 0) {
@@ -150,6 +150,11 @@ void jit_note_assign(tg_tensor *t) {
   else if (s.old >= 0) r->bufs.v[s.old].cls = B_STATE, r->bufs.v[s.old].index = (int)r->state.n - 1;
 }
 
+/* A sharded value (a MULTI of per-device buffers): not recorded yet. */
+static int refuse_sharded(uop *b, const char *what, int i) {
+  return b && b->op == OP_MULTI ? tg_set_error(TG_ERR_ARG, "jit: %s %d is sharded across devices; tg_jit does not record sharded tensors yet", what, i) : 0;
+}
+
 /* Call fn once, recording into r: the items of every realize it does, and of realizing its
  * outputs (and pending assigns) at the end. */
 static int record_call(tg_jit *j, recording *r, tg_tensor *const *in, int nin, tg_tensor **out, int nout) {
@@ -168,11 +173,14 @@ static int record_call(tg_jit *j, recording *r, tg_tensor *const *in, int nin, t
   if (rc < 0) return rc;
   if (r->failed) return tg_set_error(TG_ERR_NOMEM, "jit: out of memory while recording");
   if (!(r->outputs = malloc(sizeof(int) * (size_t)(nout ? nout : 1)))) return tg_set_error(TG_ERR_NOMEM, "jit: out of memory");
-  for (int i = 0; i < nout; i++)
+  for (int i = 0; i < nout; i++) {
+    if ((rc = refuse_sharded(tensor_buffer(out[i]), "output", i)) < 0) return rc;
     if ((r->outputs[r->noutputs++] = buf_index(r, tensor_buffer(out[i]), false)) < 0) return tg_set_error(TG_ERR_NOMEM, "jit: out of memory");
+  }
   for (size_t k = 0; k < r->state.n; k++) {
     uop *now = tensor_buffer(r->state.v[k].t);
     if (!now) return tg_set_error(TG_ERR_ARG, "jit: an assigned tensor has no value after the call");
+    if ((rc = refuse_sharded(now, "assigned tensor", (int)k)) < 0) return rc;
     if ((r->state.v[k].now = buf_index(r, now, false)) < 0) return tg_set_error(TG_ERR_NOMEM, "jit: out of memory");
   }
   return 0;
@@ -367,6 +375,7 @@ int tg_jit_call(tg_jit *j, tg_tensor *const *in, int nin, tg_tensor **out, int n
     if (!in[i]) return tg_set_error(TG_ERR_ARG, "jit: input %d is NULL", i);
   int rc = j->calls ? check_inputs(j, in, nin, nout) : 0;
   if (rc == 0) rc = tg_realize_many((tg_tensor **)in, nin); /* before recording: not part of the function */
+  for (int i = 0; i < nin && rc == 0; i++) rc = refuse_sharded(tensor_buffer(in[i]), "input", i);
   if (rc < 0) return rc;
   if (j->ready) rc = replay(j, in, out);
   else if (j->calls == 0) {
