@@ -464,3 +464,24 @@ TEST(multi_gradient_through_shard) {
   }
   tg_scope_end(s);
 }
+
+/* Values that drop their graph when realized (ints, bools: no gradient) are their shards'
+ * buffers; empty and 0-d tensors shard too. */
+TEST(multi_ints_bools_empty_and_scalars) {
+  tg_scope *s = tg_scope_begin();
+  const char **d = devs(2);
+  tg_tensor *i = tg_shard(tg_arange(0, 8, 1, TG_INT32), d, 2, 0);
+  CHECK(tg_item(tg_sum(i, NULL, 0, false)) == 28); /* 0 + ... + 7, allreduced */
+  int32_t iv[8];
+  tg_tensor *twice = tg_mul_s(i, 2);
+  CHECK(tg_to_host(twice, iv, sizeof iv) == 0 && tg_is_realized(twice));
+  for (int k = 0; k < 8; k++) CHECK(iv[k] == 2 * k);
+  bool any = false;
+  tg_tensor *big = tg_gt(i, tg_scalar(6, TG_INT32)); /* only the last element, on device 1 */
+  CHECK(tg_to_host(tg_any(big, NULL, 0, false), &any, 1) == 0 && any);
+  float y[3] = {7, 7, 7};
+  tg_tensor *empty = tg_shard(tg_zeros((int64_t[]){0, 3}, 2, TG_FLOAT32), d, 2, 0);
+  CHECK(tg_to_host(tg_sum(empty, (int[]){0}, 1, false), y, sizeof y) == 0 && y[0] == 0 && y[1] == 0 && y[2] == 0);
+  CHECK(tg_item(tg_mul_s(tg_shard(tg_scalar(3, TG_FLOAT32), d, 2, -1), 2)) == 6);
+  tg_scope_end(s);
+}

@@ -380,7 +380,14 @@ int tg_shape(const tg_tensor *t, int64_t *out, int cap) {
   return nd;
 }
 
-uop *tensor_buffer(const tg_tensor *t) { return t->u->op == OP_BUFFER ? t->u : uop_realized(t->u); }
+/* A sharded value whose shards are all stored (what a realize leaves) is its own buffers. */
+static bool stored_multi(const uop *u) {
+  bool all = u->op == OP_MULTI;
+  for (int i = 0; all && i < u->nsrc; i++) all = u->src[i]->op == OP_BUFFER;
+  return all;
+}
+
+uop *tensor_buffer(const tg_tensor *t) { return t->u->op == OP_BUFFER || stored_multi(t->u) ? t->u : uop_realized(t->u); }
 
 bool tg_is_realized(const tg_tensor *t) { return t && tensor_buffer(t); }
 
