@@ -7,7 +7,8 @@ positions) with random weights (seed 0), written once to BUILD/llm-bench/: the H
 directory (save_pretrained), and GGUF files in F32 and Q8_0 as llama.cpp's converter writes
 GPT-2 (tests/gen_fixtures_gpt2.py's writer). PyTorch runs the same weights: prefill of P
 tokens, then N greedy decode steps of one token through its KV cache (past_key_values), best
-of R runs after a warm-up, as bench_llm does for tg. The bandwidth limit is the weight bytes
+of R runs after a warm-up, as bench_llm does for tg; each row at 1 thread and at every core
+(--threads): on a shared machine PyTorch's OpenMP threads can be far slower at 2 than at 1. The bandwidth limit is the weight bytes
 one decode step must read (every weight once: f32 4 bytes, Q8_0 34 bytes per 32; the tied
 token embedding is read by the output projection) divided by the measured copy bandwidth
 (bytes copied per second by one memcpy of 512 MiB: half of the traffic bench_llm --bandwidth
@@ -68,9 +69,10 @@ def torch_speed(model, p, n, reps):
     return p / best_p, n / best_d
 
 
-def tg_speed(build, args, p, n, reps):
+def tg_speed(build, args, p, n, reps, threads):
     cmd = [os.path.join(build, "bench_llm")] + args + ["--prompt", str(p), "--decode", str(n), "--reps", str(reps)]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True)
+    env = dict(os.environ, THREADS=str(threads))  # tg's thread pool size
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env)
     sys.stderr.write(out.stderr)
     f = out.stdout.split()
     return float(f[1]), float(f[3])
@@ -83,10 +85,10 @@ def main():
     ap.add_argument("--decode", type=int, default=32)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--skip", default="", help="comma-separated rows to leave out: hf,f32,q8_0,torch")
+    ap.add_argument("--threads", default=f"1,{os.cpu_count()}", help="thread counts to run each row with")
     a = ap.parse_args()
     import torch
     import transformers
-    torch.set_num_threads(os.cpu_count())  # tg's thread pool uses every core too
     out = os.path.join(a.build, "llm-bench")
     model = make_files(out)
     bw = subprocess.run([os.path.join(a.build, "bench_llm"), "--bandwidth"], check=True, capture_output=True, text=True)
@@ -94,9 +96,10 @@ def main():
     read = copy / 2
     skip = set(a.skip.split(","))
     print(f"GPT-2 124M (random weights), batch 1, prompt {a.prompt} tokens, {a.decode} decode steps, best of {a.reps}")
+    threads = [int(t) for t in a.threads.split(",")]
     print(f"memcpy: {read:.1f} GB/s copied ({copy:.1f} GB/s read + written); torch {torch.__version__}, "
-          f"transformers {transformers.__version__}, {torch.get_num_threads()} threads")
-    print(f"{'':34} {'prefill tok/s':>14} {'decode tok/s':>13} {'limit tok/s':>12} {'of limit':>9}")
+          f"transformers {transformers.__version__}")
+    print(f"{'':34} {'threads':>7} {'prefill tok/s':>14} {'decode tok/s':>13} {'limit tok/s':>12} {'of limit':>9}")
     rows = [("hf", "tg f32 (Hugging Face directory)", ["--model", out], False),
             ("f32", "tg f32 (GGUF)", ["--gguf", os.path.join(out, "f32.gguf")], False),
             ("q8_0", "tg Q8_0 (GGUF)", ["--gguf", os.path.join(out, "q8_0.gguf")], True)]
@@ -104,12 +107,16 @@ def main():
         if key in skip:
             continue
         limit = read * 1e9 / weight_bytes(model, q8)
-        pf, dc = tg_speed(a.build, args, a.prompt, a.decode, a.reps)
-        print(f"{label:34} {pf:14.1f} {dc:13.2f} {limit:12.1f} {100 * dc / limit:8.0f}%", flush=True)
+        for t in threads:
+            pf, dc = tg_speed(a.build, args, a.prompt, a.decode, a.reps, t)
+            print(f"{label:34} {t:7} {pf:14.1f} {dc:13.2f} {limit:12.1f} {100 * dc / limit:8.0f}%", flush=True)
     if "torch" not in skip:
         limit = read * 1e9 / weight_bytes(model, False)
-        pf, dc = torch_speed(model, a.prompt, a.decode, a.reps)
-        print(f"{'PyTorch f32 (transformers, KV cache)':34} {pf:14.1f} {dc:13.2f} {limit:12.1f} {100 * dc / limit:8.0f}%")
+        for t in threads:
+            torch.set_num_threads(t)
+            pf, dc = torch_speed(model, a.prompt, a.decode, a.reps)
+            print(f"{'PyTorch f32 (transformers, KV cache)':34} {t:7} {pf:14.1f} {dc:13.2f} {limit:12.1f} {100 * dc / limit:8.0f}%",
+                  flush=True)
 
 
 if __name__ == "__main__":
