@@ -4,7 +4,9 @@
  * size and ignores buffers it does not declare; a bad source is TG_ERR_COMPILE with the build
  * log; binaries are cached on disk and a broken entry is rebuilt; compiles and launches from
  * several threads at once; tensors copied to CL and back keep their values; an elementwise op,
- * sums and a matmul on CL tensors match naive C loops. The rest of the suite runs under
+ * sums and a matmul on CL tensors match naive C loops; work-group reductions (local memory,
+ * barriers) match naive C loops; kernels over the work-group limits are refused; BEAM on CL
+ * searches in device memory and caches its choice. The rest of the suite runs under
  * DEV=CL as it is (`DEV=CL make test`). Every test skips, saying why, where CL is unavailable. */
 #include <limits.h>
 #include <math.h>

@@ -3,7 +3,7 @@
  *
  *   kernel AST  SINK(expr over PARAMs; arg = output shape)            (schedule.c)
  *      │ opt.c        shape state: the kernel's axes; actions (UPCAST, UNROLL, THREAD, GROUP,
- *      │              PADTO, SWAP) rewrite it; heuristics or BEAM (search.c) pick them
+ *      │              PADTO, SWAP, LOCAL) rewrite it; heuristics or BEAM (search.c) pick them
  *      │ lower.c      INDEX pushed through views → LOAD/STORE, RANGE, REDUCE, following the
  *      │              axes: loops, unrolled copies, vector lanes, the parallel axis
  *      │ symbolic.c   index math simplified
@@ -201,7 +201,9 @@ char *render_c(const lin_program *progs, int n, const char *const *names);
  *   OpenCL: __kernel void name(long tg_n, __global T0 *b0, __global T1 *b1, ...)
  *   CUDA:   extern "C" __global__ void name(long long tg_n, T0 *b0, T1 *b1, ...)
  * whose work-item g < tg_n takes the g-th combination of the program's output loops, in
- * order, the first slowest (lin_work_items). Buffers up to the highest one used. */
+ * order, the first slowest (lin_work_items); local loops are the innermost digits (one
+ * work-group: lin_local_size), and a REDUCE over local ranges combines the work-group's
+ * partials through a local array and a barrier. Buffers up to the highest one used. */
 char *render_opencl(const lin_program *progs, int n, const char *const *names);
 char *render_cuda(const lin_program *progs, int n, const char *const *names);
 /* The same kernels as PTX for sm_<sm> (render/ptx.c; CUDA_PTX=1), or NULL with the error set. */
