@@ -104,48 +104,64 @@ static void print_new(const tg_bpe *tok, const int32_t *ids, int64_t n, int64_t 
   *done = len;
 }
 
+/* The prompt's ids (--ids or the tokenized --prompt) into ids[cap]: the count, or -1 after a
+ * message. */
+static int64_t prompt_ids(const opts *o, const tg_bpe *tok, int32_t *ids, int64_t cap) {
+  int64_t n = 0;
+  if (o->ids && (n = parse_ids(o->ids, ids, cap)) < 0)
+    return fprintf(stderr, "example_gpt2: --ids must be comma-separated ids, at most %lld\n", (long long)cap), -1;
+  else if (o->prompt && tok) n = tg_bpe_encode(tok, o->prompt, strlen(o->prompt), ids, cap);
+  else if (o->prompt)
+    return fprintf(stderr, "example_gpt2: --prompt needs a tokenizer (vocab.json + merges.txt in the model directory, "
+                           "--tokenizer DIR, or tokenizer.ggml.* in the GGUF file)\n"), -1;
+  if (n < 1 || n > cap || n + o->max_new > cap)
+    return fprintf(stderr, "example_gpt2: need 1 to %lld prompt tokens, and prompt + --max-new within n_positions %lld (got %lld + %d)\n",
+                   (long long)cap, (long long)cap, (long long)n, o->max_new), -1;
+  return n;
+}
+
+/* Prefill ids[0..n), then o->max_new tokens one at a time (ids has room); prints as it goes. */
+static int generate(tg_gpt2 *m, const tg_bpe *tok, const opts *o, int32_t *ids, int64_t n) {
+  int64_t prompt = n, done = 0;
+  if (tg_gpt2_reset(m, n + o->max_new) < 0) return fprintf(stderr, "example_gpt2: %s\n", tg_last_error()), 1;
+  if (tok && !o->print_ids) print_new(tok, ids, n, &done);
+  double t0 = now(), t1 = t0;
+  for (int s = 0; s < o->max_new; s++) {
+    tg_scope *sc = tg_scope_begin();
+    tg_tensor *logits = s == 0 ? tg_gpt2_step(m, ids, n) : tg_gpt2_step(m, &ids[n - 1], 1);
+    int64_t rows = s == 0 ? n : 1, next = 0;
+    tg_tensor *last = logits ? tg_slice(logits, 0, rows - 1, rows, 1) : NULL;
+    int rc = last ? tg_sample(last, o->temperature, o->top_k, o->top_p, &next) : -1;
+    tg_scope_end(sc);
+    if (rc < 0) return fprintf(stderr, "example_gpt2: %s\n", tg_last_error()), 1;
+    if (s == 0) t1 = now();
+    ids[n++] = (int32_t)next;
+    if (tok && !o->print_ids) print_new(tok, ids, n, &done);
+  }
+  double t2 = now();
+  if (o->print_ids)
+    for (int64_t i = prompt; i < n; i++) printf("%s%d", i > prompt ? " " : "", ids[i]);
+  printf("\n");
+  if (o->max_new > 0)
+    fprintf(stderr, "prefill: %lld tokens in %.1f ms (%.1f tokens/s); decode: %d tokens in %.1f ms (%.1f tokens/s)\n",
+            (long long)prompt, 1e3 * (t1 - t0), (double)prompt / (t1 - t0), o->max_new - 1, 1e3 * (t2 - t1),
+            o->max_new > 1 ? (double)(o->max_new - 1) / (t2 - t1) : 0.0);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   opts o = {.max_new = 32, .top_p = 1.0};
   if (parse(argc, argv, &o)) return 2;
   tg_gpt2 *m = o.model ? tg_gpt2_load(o.model) : tg_gpt2_load_gguf(o.gguf);
   if (!m) return fprintf(stderr, "example_gpt2: %s\n", tg_last_error()), 1;
-  const tg_gpt2_config *c = tg_gpt2_get_config(m);
   tg_bpe *tok = load_tokenizer(&o);
-  int64_t cap = c->n_positions, n = 0, done = 0;
+  int64_t cap = tg_gpt2_get_config(m)->n_positions;
   int32_t *ids = calloc((size_t)cap, sizeof *ids);
-  if (o.ids) n = parse_ids(o.ids, ids, cap);
-  else if (o.prompt && tok) n = tg_bpe_encode(tok, o.prompt, strlen(o.prompt), ids, cap);
-  else if (o.prompt) return fprintf(stderr, "example_gpt2: --prompt needs a tokenizer (vocab.json + merges.txt in the model directory, --tokenizer DIR, or tokenizer.ggml.* in the GGUF file)\n"), 1;
-  if (n < 1 || n > cap || n + o.max_new > cap)
-    return fprintf(stderr, "example_gpt2: need 1 to %lld prompt tokens, and prompt + --max-new within n_positions %lld (got %lld + %d)\n",
-                   (long long)cap, (long long)cap, (long long)n, o.max_new), 1;
+  int64_t n = ids ? prompt_ids(&o, tok, ids, cap) : -1;
   tg_manual_seed(o.seed);
-  if (tg_gpt2_reset(m, n + o.max_new) < 0) return fprintf(stderr, "example_gpt2: %s\n", tg_last_error()), 1;
-  if (tok && !o.print_ids) print_new(tok, ids, n, &done);
-  int64_t prompt = n;
-  double t0 = now(), t1 = t0;
-  for (int s = 0; s < o.max_new; s++) {
-    tg_scope *sc = tg_scope_begin();
-    tg_tensor *logits = s == 0 ? tg_gpt2_step(m, ids, n) : tg_gpt2_step(m, &ids[n - 1], 1);
-    int64_t rows = s == 0 ? n : 1, next = 0;
-    tg_tensor *last = logits ? tg_slice(logits, 0, rows - 1, rows, 1) : NULL;
-    int rc = last ? tg_sample(last, o.temperature, o.top_k, o.top_p, &next) : -1;
-    tg_scope_end(sc);
-    if (rc < 0) return fprintf(stderr, "example_gpt2: %s\n", tg_last_error()), 1;
-    if (s == 0) t1 = now();
-    ids[n++] = (int32_t)next;
-    if (tok && !o.print_ids) print_new(tok, ids, n, &done);
-  }
-  double t2 = now();
-  if (o.print_ids) {
-    for (int64_t i = prompt; i < n; i++) printf("%s%d", i > prompt ? " " : "", ids[i]);
-    printf("\n");
-  } else printf("\n");
-  fprintf(stderr, "prefill: %lld tokens in %.1f ms (%.1f tokens/s); decode: %d tokens in %.1f ms (%.1f tokens/s)\n",
-          (long long)prompt, 1e3 * (t1 - t0), (double)prompt / (t1 - t0), o.max_new > 0 ? o.max_new - 1 : 0, 1e3 * (t2 - t1),
-          o.max_new > 1 ? (double)(o.max_new - 1) / (t2 - t1) : 0.0);
+  int rc = n < 0 ? 1 : generate(m, tok, &o, ids, n);
   free(ids);
   tg_bpe_free(tok);
   tg_gpt2_free(m);
-  return 0;
+  return rc;
 }

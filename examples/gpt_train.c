@@ -199,6 +199,25 @@ static int copy_file(const char *from_dir, const char *to_dir, const char *name)
   return rc;
 }
 
+/* Train a new model on the corpus's ids and save it with the tokenizer files. */
+static int run(const opts *o, const tg_bpe *tok, const int32_t *ids, int64_t n) {
+  int64_t n_train = n - n / 20;
+  if (n / 20 < o->ctx + 2) return fprintf(stderr, "example_gpt_train: the corpus is too small\n"), 1;
+  tg_manual_seed(o->seed);
+  tg_gpt2_config cfg = {.n_layer = o->layers, .n_head = o->heads, .n_embd = o->embd, .vocab_size = tg_bpe_vocab_size(tok),
+                        .n_positions = o->ctx, .eps = 1e-5};
+  tg_gpt2 *m = tg_gpt2_new(&cfg);
+  if (!m) return fail("making the model");
+  printf("model: %d layers, %d heads, %d dims, vocab %lld, context %d\n", o->layers, o->heads, o->embd, (long long)cfg.vocab_size, o->ctx);
+  int rc = train(m, o, ids, n_train, n);
+  mkdir(o->out, 0755);
+  if (rc == 0 && tg_gpt2_save(m, o->out) < 0) rc = fail("saving");
+  if (rc == 0) rc = copy_file(o->tokenizer, o->out, "vocab.json") || copy_file(o->tokenizer, o->out, "merges.txt");
+  if (rc == 0) printf("saved to %s/ (config.json, model.safetensors, vocab.json, merges.txt)\n", o->out);
+  tg_gpt2_free(m);
+  return rc;
+}
+
 int main(int argc, char **argv) {
   opts o = {.corpus = "/usr/share/common-licenses", .tokenizer = "models/tokenizer", .out = "gpt-licenses", .steps = 600,
             .layers = 2, .embd = 128, .heads = 4, .ctx = 64, .batch = 16, .seconds = 240, .lr = 3e-3, .seed = 1};
@@ -207,21 +226,8 @@ int main(int argc, char **argv) {
   if (!tok) return fail("loading the tokenizer");
   int64_t n = 0;
   int32_t *ids = load_corpus(o.corpus, tok, &n);
-  int64_t n_train = n - n / 20;
-  if (!ids || n / 20 < o.ctx + 2) return fprintf(stderr, "example_gpt_train: the corpus is too small\n"), 1;
-  tg_manual_seed(o.seed);
-  tg_gpt2_config cfg = {.n_layer = o.layers, .n_head = o.heads, .n_embd = o.embd, .vocab_size = tg_bpe_vocab_size(tok),
-                        .n_positions = o.ctx, .eps = 1e-5};
-  tg_gpt2 *m = tg_gpt2_new(&cfg);
-  if (!m) return fail("making the model");
-  printf("model: %d layers, %d heads, %d dims, vocab %lld, context %d\n", o.layers, o.heads, o.embd, (long long)cfg.vocab_size, o.ctx);
-  int rc = train(m, &o, ids, n_train, n);
-  mkdir(o.out, 0755);
-  if (rc == 0 && tg_gpt2_save(m, o.out) < 0) rc = fail("saving");
-  if (rc == 0) rc = copy_file(o.tokenizer, o.out, "vocab.json") || copy_file(o.tokenizer, o.out, "merges.txt");
-  if (rc == 0) printf("saved to %s/ (config.json, model.safetensors, vocab.json, merges.txt)\n", o.out);
+  int rc = ids ? run(&o, tok, ids, n) : 1;
   free(ids);
-  tg_gpt2_free(m);
   tg_bpe_free(tok);
   return rc;
 }
