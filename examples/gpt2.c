@@ -142,6 +142,7 @@ static int generate(tg_gpt2 *m, const tg_bpe *tok, const opts *o, int32_t *ids, 
   if (o->print_ids)
     for (int64_t i = prompt; i < n; i++) printf("%s%d", i > prompt ? " " : "", ids[i]);
   printf("\n");
+  fflush(stdout); /* before the timing line on stderr */
   if (o->max_new > 0)
     fprintf(stderr, "prefill: %lld tokens in %.1f ms (%.1f tokens/s); decode: %d tokens in %.1f ms (%.1f tokens/s)\n",
             (long long)prompt, 1e3 * (t1 - t0), (double)prompt / (t1 - t0), o->max_new - 1, 1e3 * (t2 - t1),
