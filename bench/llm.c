@@ -1,12 +1,13 @@
 /* llm.c — GPT-2 speed in tg, batch 1 (run by bench/llm.sh, which compares it with transformers
  * on PyTorch and with the memory-bandwidth limit; docs/performance.md).
  *
- *   bench_llm --model DIR | --gguf FILE [--prompt P] [--decode N] [--reps R]
+ *   bench_llm --model DIR | --gguf FILE [--prompt P] [--decode N] [--reps R] [--jit]
  *   bench_llm --bandwidth
  *
  * A model run is: reset the cache, prefill P tokens (one tg_gpt2_step), then N decode steps
  * of one token (greedy). The first run compiles the kernels and is not timed; of R more runs
  * the best prefill and the best decode rate are printed as `prefill_tok_s X decode_tok_s Y`.
+ * --jit replays the decode steps through tg_jit (tg_gpt2_use_jit).
  * --bandwidth prints `copy_gb_s X`: the best of 10 memcpy's of 512 MiB, counting the bytes
  * read and the bytes written (what a kernel streaming weights through the caches can hope for
  * is the read half of that traffic per second). */
@@ -66,9 +67,13 @@ static int run(tg_gpt2 *m, int p, int n, double *tp, double *td) {
 
 int main(int argc, char **argv) {
   const char *dir = NULL, *gguf = NULL;
-  int p = 64, n = 32, reps = 3;
+  int p = 64, n = 32, reps = 3, jit = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--bandwidth")) return bandwidth();
+    if (!strcmp(argv[i], "--jit")) {
+      jit = 1;
+      continue;
+    }
     if (i + 1 == argc) return fprintf(stderr, "bench_llm: %s needs a value\n", argv[i]), 2;
     if (!strcmp(argv[i], "--model")) dir = argv[++i];
     else if (!strcmp(argv[i], "--gguf")) gguf = argv[++i];
@@ -79,7 +84,7 @@ int main(int argc, char **argv) {
   }
   if (!dir == !gguf || p < 1 || n < 1 || reps < 1) return fprintf(stderr, "bench_llm: see the file's header for usage\n"), 2;
   tg_gpt2 *m = dir ? tg_gpt2_load(dir) : tg_gpt2_load_gguf(gguf);
-  if (!m) return fprintf(stderr, "bench_llm: %s\n", tg_last_error()), 1;
+  if (!m || tg_gpt2_use_jit(m, jit) < 0) return fprintf(stderr, "bench_llm: %s\n", tg_last_error()), 1;
   double tp, td, bp = 1e30, bd = 1e30, t0 = now();
   int rc = run(m, p, n, &tp, &td);
   fprintf(stderr, "bench_llm: first run (compiling) %.1f s\n", now() - t0);

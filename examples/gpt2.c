@@ -2,12 +2,13 @@
  *
  *   example_gpt2 --model DIR | --gguf FILE  [--prompt TEXT | --ids 15496,11,...]
  *                [--max-new N] [--temperature T] [--top-k K] [--top-p P] [--seed S]
- *                [--tokenizer DIR] [--print-ids]
+ *                [--tokenizer DIR] [--print-ids] [--jit]
  *
  * DIR is a Hugging Face directory (config.json, model.safetensors, and for --prompt the
  * tokenizer files vocab.json + merges.txt); a GGUF file brings its tokenizer in its metadata
  * (or give --tokenizer DIR). The prompt runs through the model at once (prefill), then one
- * token at a time through the key/value cache (decode); temperature 0 is greedy. The text is
+ * token at a time through the key/value cache (decode; --jit: replayed by tg_jit after the first
+ * steps); temperature 0 is greedy. The text is
  * printed as it is made, or with --print-ids the generated ids on one line; tokens/s for both
  * phases go to stderr at the end. */
 #include <stdio.h>
@@ -24,7 +25,7 @@ typedef struct opts {
   int max_new, top_k;
   double temperature, top_p;
   unsigned long long seed;
-  int print_ids;
+  int print_ids, jit;
 } opts;
 
 static double now(void) {
@@ -35,7 +36,7 @@ static double now(void) {
 
 static int usage(const char *why) {
   fprintf(stderr, "example_gpt2: %s\nusage: example_gpt2 --model DIR | --gguf FILE [--prompt TEXT | --ids 1,2,3] [--max-new N]\n"
-                  "       [--temperature T] [--top-k K] [--top-p P] [--seed S] [--tokenizer DIR] [--print-ids]\n", why);
+                  "       [--temperature T] [--top-k K] [--top-p P] [--seed S] [--tokenizer DIR] [--print-ids] [--jit]\n", why);
   return 2;
 }
 
@@ -46,7 +47,7 @@ static int parse(int argc, char **argv, opts *o) {
     {"--model", &o->model, STR},   {"--gguf", &o->gguf, STR},         {"--prompt", &o->prompt, STR},
     {"--ids", &o->ids, STR},       {"--tokenizer", &o->tokenizer, STR}, {"--max-new", &o->max_new, INT},
     {"--top-k", &o->top_k, INT},   {"--temperature", &o->temperature, DBL}, {"--top-p", &o->top_p, DBL},
-    {"--seed", &o->seed, ULL},     {"--print-ids", &o->print_ids, FLAG},
+    {"--seed", &o->seed, ULL},     {"--print-ids", &o->print_ids, FLAG}, {"--jit", &o->jit, FLAG},
   };
   for (int i = 1; i < argc; i++) {
     size_t k = 0, n = sizeof table / sizeof table[0];
@@ -123,7 +124,7 @@ static int64_t prompt_ids(const opts *o, const tg_bpe *tok, int32_t *ids, int64_
 /* Prefill ids[0..n), then o->max_new tokens one at a time (ids has room); prints as it goes. */
 static int generate(tg_gpt2 *m, const tg_bpe *tok, const opts *o, int32_t *ids, int64_t n) {
   int64_t prompt = n, done = 0;
-  if (tg_gpt2_reset(m, n + o->max_new) < 0) return fprintf(stderr, "example_gpt2: %s\n", tg_last_error()), 1;
+  if (tg_gpt2_reset(m, n + o->max_new) < 0 || tg_gpt2_use_jit(m, o->jit) < 0) return fprintf(stderr, "example_gpt2: %s\n", tg_last_error()), 1;
   if (tok && !o->print_ids) print_new(tok, ids, n, &done);
   double t0 = now(), t1 = t0;
   for (int s = 0; s < o->max_new; s++) {

@@ -174,6 +174,10 @@ int tg_gpt2_reset(tg_gpt2 *m, int64_t max_len);
  *  logits (n, V), realized. The first call without tg_gpt2_reset sizes the cache at
  *  n_positions. NULL on error (past the cache's end; after an error, reset). */
 tg_tensor *tg_gpt2_step(tg_gpt2 *m, const int32_t *ids, int64_t n);
+/** Run one-token steps through a tg_jit (on) or not (off, the default): the first steps
+ *  record the step's kernels, later ones replay them with no graph built, scheduled or
+ *  compiled (the position is an input of the recording). A reset drops the recording. */
+int tg_gpt2_use_jit(tg_gpt2 *m, bool on);
 /** The cache's position (tokens run since the reset); -1 without a cache. */
 int64_t tg_gpt2_position(const tg_gpt2 *m);
 

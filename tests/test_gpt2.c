@@ -5,7 +5,7 @@
  * Q8_0, and ref.h: transformers' logits for a prompt and its 64 greedy tokens, for the model
  * and for the model rebuilt from the Q8_0 file's dequantized weights (tests/gen_fixtures_gpt2.py).
  * tg must give the logits within 1e-4 and the same greedy tokens both through its key/value
- * cache and by recomputing the whole sequence every step. */
+ * cache (plain and replayed by tg_jit) and by recomputing the whole sequence every step. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,20 +39,25 @@ static int32_t argmax_row(const float *h, int64_t r) {
   return best;
 }
 
-/* Greedy tokens through the cache: the prompt, then one token per step. */
-static int greedy_cached(tg_gpt2 *m, int32_t *out) {
+/* Greedy tokens through the cache: the prompt, then one token per step (through tg_jit when
+ * jit; *replayed counts the steps that ran no schedule). */
+static int greedy_cached(tg_gpt2 *m, bool jit, int32_t *out, int *replayed) {
   float *h = malloc(sizeof(float) * GPT2_T * GPT2_V);
-  int rc = h && tg_gpt2_reset(m, GPT2_T + GPT2_STEPS) == 0 ? 0 : -1;
+  int rc = h && tg_gpt2_reset(m, GPT2_T + GPT2_STEPS) == 0 && tg_gpt2_use_jit(m, jit) == 0 ? 0 : -1;
+  *replayed = 0;
   int32_t tok = 0;
   for (int s = 0; rc == 0 && s < GPT2_STEPS; s++) {
     tg_scope *sc = tg_scope_begin();
+    uint64_t schedules = tg_get_stats().schedules;
     tg_tensor *l = s == 0 ? tg_gpt2_step(m, gpt2_prompt, GPT2_T) : tg_gpt2_step(m, &tok, 1);
+    *replayed += tg_get_stats().schedules == schedules;
     int64_t rows = s == 0 ? GPT2_T : 1;
     if (!l || tg_to_host(l, h, sizeof(float) * (size_t)(rows * GPT2_V)) < 0) rc = -1;
     else out[s] = tok = argmax_row(h, rows - 1);
     tg_scope_end(sc);
   }
   free(h);
+  tg_gpt2_use_jit(m, false);
   return rc;
 }
 
@@ -98,15 +103,21 @@ static void check_model(tg_gpt2 *m, const float *ref_logits, const int32_t *ref_
   double d2 = max_diff(stepped, ref_logits, GPT2_T * GPT2_V);
   CHECK(d2 <= 1e-4);
   tg_scope_end(s);
-  int32_t cached[GPT2_STEPS] = {0}, recomputed[GPT2_STEPS] = {0};
-  CHECK(greedy_cached(m, cached) == 0);
+  int32_t cached[GPT2_STEPS] = {0}, jitted[GPT2_STEPS] = {0}, recomputed[GPT2_STEPS] = {0};
+  int replayed = 0, plain_replayed = 0;
+  CHECK(greedy_cached(m, false, cached, &plain_replayed) == 0);
+  CHECK(greedy_cached(m, true, jitted, &replayed) == 0);
   CHECK(greedy_full(m, recomputed) == 0);
-  int kc = count_equal(cached, ref_greedy, GPT2_STEPS), kf = count_equal(recomputed, ref_greedy, GPT2_STEPS);
+  int kc = count_equal(cached, ref_greedy, GPT2_STEPS), kj = count_equal(jitted, ref_greedy, GPT2_STEPS);
+  int kf = count_equal(recomputed, ref_greedy, GPT2_STEPS);
   CHECK(kc == GPT2_STEPS);
+  CHECK(kj == GPT2_STEPS);
   CHECK(kf == GPT2_STEPS);
-  if (d > 1e-4 || d2 > 1e-4 || kc < GPT2_STEPS || kf < GPT2_STEPS)
-    printf("  logits off by %g (forward) %g (cached); greedy equal for %d (cached) %d (recomputed) of %d steps\n", d, d2, kc, kf,
-           GPT2_STEPS);
+  CHECK(plain_replayed == 0);
+  CHECK(replayed >= GPT2_STEPS - 4); /* the JIT records two or three steps, then replays */
+  if (d > 1e-4 || d2 > 1e-4 || kc < GPT2_STEPS || kj < GPT2_STEPS || kf < GPT2_STEPS || replayed < GPT2_STEPS - 4)
+    printf("  logits off by %g (forward) %g (cached); greedy equal for %d (cached) %d (jit, %d replayed) %d (recomputed) of %d\n",
+           d, d2, kc, kj, replayed, kf, GPT2_STEPS);
 }
 
 TEST(gpt2_hf_directory_matches_transformers) {

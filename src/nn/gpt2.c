@@ -29,6 +29,8 @@ struct tg_gpt2 {
   layer *h;
   tg_kv_cache *cache; /* n_layer caches of batch 1 once tg_gpt2_reset ran */
   float *wte_host, *wpe_host; /* float32 host copies for the cached steps' row gathers (made at the first) */
+  bool use_jit;               /* one-token steps replay a tg_jit (tg_gpt2_use_jit) */
+  tg_jit *jit;                /* recorded for the current cache; freed by tg_gpt2_reset */
 };
 
 /* ---------------------------------------------------------------- the tensor table */
@@ -526,17 +528,38 @@ static tg_tensor *heads(tg_tensor *x, int64_t h) {
   return tg_transpose(tg_reshape(x, shape, 4), 1, 2);
 }
 
-/* One block on x (B, T, E); cache NULL: causal attention over x alone. */
-static tg_tensor *block(const tg_gpt2 *m, const layer *ly, tg_tensor *x, tg_kv_cache *cache) {
+/* The cache c (1, H, M, D) with t (1, H, 1, D) at position pos, an int32 (1) tensor: data, not
+ * a constant, so one recording serves every position. */
+static tg_tensor *put_at(tg_tensor *c, tg_tensor *t, tg_tensor *pos) {
+  int64_t n = tg_dim(c, 2), col[2] = {n, 1};
+  return tg_where(tg_reshape(tg_eq(tg_arange(0, (double)n, 1, TG_INT32), pos), col, 2), t, c);
+}
+
+/* Attention of one query at position pos over the cache with k and v written at pos (the
+ * cache assigned: the JIT's state). The new values equal the old ones but at pos, so kernels
+ * reading the cache before or after the assign compute the same. */
+static tg_tensor *attend_at(tg_kv_cache *c, tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_tensor *pos) {
+  int64_t n = c->max_len, row[2] = {1, n};
+  tg_tensor *kn = put_at(c->k, k, pos), *vn = put_at(c->v, v, pos);
+  tg_tensor *keep = tg_le(tg_reshape(tg_arange(0, (double)n, 1, TG_INT32), row, 2), pos);
+  tg_tensor *o = tg_scaled_dot_product_attention(q, kn, vn, keep, false);
+  return tg_assign(c->k, kn) < 0 || tg_assign(c->v, vn) < 0 ? NULL : o;
+}
+
+/* One block on x (B, T, E); cache NULL: causal attention over x alone; pos (one token through
+ * the JIT): attend_at. */
+static tg_tensor *block(const tg_gpt2 *m, const layer *ly, tg_tensor *x, tg_kv_cache *cache, tg_tensor *pos) {
   const tg_gpt2_config *c = &m->cfg;
   int64_t e = c->n_embd, sizes[3] = {e, e, e}, back[3] = {tg_dim(x, 0), tg_dim(x, 1), e};
   tg_tensor *qkv[3], *a = linear(tg_layernorm(x, 1, ly->ln1_w, ly->ln1_b, c->eps), ly->qkv_w, ly->qkv_b);
   /* cached: the stream x and q, k, v realized once, in one schedule (the attention and the
    * cache writes are separate schedules that read them) */
   tg_tensor *both[2] = {x, a};
-  if ((cache && tg_realize_many(both, 2) < 0) || tg_split(a, sizes, 3, 2, qkv) < 0) return NULL;
+  if ((cache && !pos && tg_realize_many(both, 2) < 0) || tg_split(a, sizes, 3, 2, qkv) < 0) return NULL;
   tg_tensor *q = heads(qkv[0], c->n_head), *k = heads(qkv[1], c->n_head), *v = heads(qkv[2], c->n_head);
-  tg_tensor *o = cache ? tg_attention(q, k, v, cache, true) : tg_scaled_dot_product_attention(q, k, v, NULL, true);
+  tg_tensor *o = pos     ? attend_at(cache, q, k, v, pos)
+                 : cache ? tg_attention(q, k, v, cache, true)
+                         : tg_scaled_dot_product_attention(q, k, v, NULL, true);
   o = tg_reshape(tg_transpose(o, 1, 2), back, 3);
   x = tg_add(x, linear(o, ly->proj_w, ly->proj_b));
   tg_tensor *f = linear(tg_layernorm(x, 1, ly->ln2_w, ly->ln2_b, c->eps), ly->fc_w, ly->fc_b);
@@ -544,12 +567,12 @@ static tg_tensor *block(const tg_gpt2 *m, const layer *ly, tg_tensor *x, tg_kv_c
   return tg_add(x, linear(f, ly->out_w, ly->out_b));
 }
 
-/* The embedded input x (B, T, E) → logits (B, T, V). */
-static tg_tensor *forward(tg_gpt2 *m, tg_tensor *x, bool cached) {
+/* The embedded input x (B, T, E) → logits (B, T, V); pos: see block(). */
+static tg_tensor *forward(tg_gpt2 *m, tg_tensor *x, bool cached, tg_tensor *pos) {
   /* Cached steps realize the residual stream at the start of every block (block()): each
    * layer's attention realizes (it writes the cache), and a lazy stream would make every later
    * layer recompute the blocks before it inside its own kernels. */
-  for (int64_t l = 0; l < m->cfg.n_layer && x; l++) x = block(m, &m->h[l], x, cached ? &m->cache[l] : NULL);
+  for (int64_t l = 0; l < m->cfg.n_layer && x; l++) x = block(m, &m->h[l], x, cached ? &m->cache[l] : NULL, pos);
   x = tg_layernorm(x, 1, m->lnf_w, m->lnf_b, m->cfg.eps);
   return tg_matmul(x, tg_transpose(m->head, 0, 1));
 }
@@ -564,7 +587,7 @@ tg_tensor *tg_gpt2_forward(tg_gpt2 *m, tg_tensor *ids) {
                         (long long)m->cfg.n_positions), NULL;
   tg_scope *s = tg_scope_begin();
   tg_tensor *pos = tg_arange(0, (double)tg_dim(ids, 1), 1, TG_INT32);
-  tg_tensor *r = forward(m, tg_add(tg_embedding_lookup(m->wte, ids), tg_embedding_lookup(m->wpe, pos)), false);
+  tg_tensor *r = forward(m, tg_add(tg_embedding_lookup(m->wte, ids), tg_embedding_lookup(m->wpe, pos)), false, NULL);
   if (r) r = tg_keep(r);
   tg_scope_end(s);
   return r;
@@ -576,6 +599,7 @@ int tg_gpt2_reset(tg_gpt2 *m, int64_t max_len) {
   free(m->cache), m->cache = NULL;
   free(m->wte_host), free(m->wpe_host); /* remade from the (maybe trained) weights at the next step */
   m->wte_host = m->wpe_host = NULL;
+  tg_jit_free(m->jit), m->jit = NULL; /* it recorded the old cache's tensors */
   if (max_len < 0) return 0;
   if (max_len == 0) max_len = m->cfg.n_positions;
   if (max_len > m->cfg.n_positions)
@@ -609,6 +633,35 @@ static int host_tables(tg_gpt2 *m) {
 
 int64_t tg_gpt2_position(const tg_gpt2 *m) { return m && m->cache ? m->cache[0].len : -1; }
 
+/* One token's step as a tg_jit function: in[0] the embedded token (1, 1, E), in[1] its
+ * position (int32 (1)); out[0] the logits (1, V). */
+static int decode_fn(void *ctx, tg_tensor *const *in, int nin, tg_tensor **out, int nout) {
+  tg_gpt2 *m = ctx;
+  int64_t flat[2] = {1, m->cfg.vocab_size};
+  (void)nin, (void)nout;
+  out[0] = tg_reshape(forward(m, in[0], true, in[1]), flat, 2);
+  return out[0] ? 0 : tg_error_status_or(TG_ERR_ARG);
+}
+
+/* A one-token step through the JIT (recorded on the first calls, then replayed): the caches'
+ * positions advance here, as tg_attention advances them on the other path. */
+static tg_tensor *jit_step(tg_gpt2 *m, tg_tensor *x, int64_t p) {
+  if (!m->jit && !(m->jit = tg_jit_new(decode_fn, m))) return NULL;
+  int32_t p32 = (int32_t)p;
+  int64_t one = 1;
+  tg_tensor *in[2] = {x, tg_from_data(&p32, TG_INT32, &one, 1)}, *out = NULL;
+  if (!in[1] || tg_jit_call(m->jit, in, 2, &out, 1) < 0) return NULL;
+  for (int64_t l = 0; l < m->cfg.n_layer; l++) m->cache[l].len++;
+  return out;
+}
+
+int tg_gpt2_use_jit(tg_gpt2 *m, bool on) {
+  if (!m) return tg_set_error(TG_ERR_ARG, "gpt2_use_jit: NULL model");
+  if (!on) tg_jit_free(m->jit), m->jit = NULL;
+  m->use_jit = on;
+  return 0;
+}
+
 tg_tensor *tg_gpt2_step(tg_gpt2 *m, const int32_t *ids, int64_t n) {
   if (!m || !ids) return tg_set_error(TG_ERR_ARG, "gpt2_step: NULL argument"), NULL;
   if (!m->cache && tg_gpt2_reset(m, 0) < 0) return NULL;
@@ -626,8 +679,10 @@ tg_tensor *tg_gpt2_step(tg_gpt2 *m, const int32_t *ids, int64_t n) {
   for (int64_t i = 0; i < n; i++) /* the embeddings, gathered here: the token and position are data */
     for (int64_t j = 0; j < e; j++) x[i * e + j] = m->wte_host[ids[i] * e + j] + m->wpe_host[(p + i) * e + j];
   tg_scope *s = tg_scope_begin();
-  tg_tensor *r = tg_reshape(forward(m, tg_from_data(x, TG_FLOAT32, shape, 3), true), flat, 2);
+  tg_tensor *xt = tg_from_data(x, TG_FLOAT32, shape, 3), *r = NULL;
   free(x);
+  if (n == 1 && m->use_jit) r = jit_step(m, xt, p);
+  else r = tg_reshape(forward(m, xt, true, NULL), flat, 2);
   if (r && tg_realize(r) < 0) r = NULL;
   if (r) r = tg_keep(r);
   tg_scope_end(s);
