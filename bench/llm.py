@@ -84,7 +84,7 @@ def main():
     ap.add_argument("--prompt", type=int, default=64)
     ap.add_argument("--decode", type=int, default=32)
     ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--skip", default="", help="comma-separated rows to leave out: hf,f32,q8_0,torch")
+    ap.add_argument("--skip", default="", help="comma-separated rows to leave out: hf,jit,f32,q8_0,torch")
     ap.add_argument("--threads", default=f"1,{os.cpu_count()}", help="thread counts to run each row with")
     a = ap.parse_args()
     import torch
@@ -100,7 +100,8 @@ def main():
     print(f"memcpy: {read:.1f} GB/s copied ({copy:.1f} GB/s read + written); torch {torch.__version__}, "
           f"transformers {transformers.__version__}")
     print(f"{'':34} {'threads':>7} {'prefill tok/s':>14} {'decode tok/s':>13} {'limit tok/s':>12} {'of limit':>9}")
-    rows = [("hf", "tg f32 (Hugging Face directory)", ["--model", out], False),
+    rows = [("hf", "tg f32 (HF directory)", ["--model", out], False),
+            ("jit", "tg f32 (HF directory), tg_jit", ["--model", out, "--jit"], False),
             ("f32", "tg f32 (GGUF)", ["--gguf", os.path.join(out, "f32.gguf")], False),
             ("q8_0", "tg Q8_0 (GGUF)", ["--gguf", os.path.join(out, "q8_0.gguf")], True)]
     for key, label, args, q8 in rows:
