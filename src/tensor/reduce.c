@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grad/gradient.h" /* softmax's derivative */
 #include "tensor/shape.h"
 #include "tensor/tensor.h"
 
@@ -246,9 +247,10 @@ static bool one_axis(const char *name, tg_tensor *t, int *axis) {
   return normalize_axis(name, axis, tg_ndim(t), AXIS_OF_SCALAR);
 }
 
-/* The softmax family works in float64 for float32 and 16-bit inputs (ints: float32 results) and
- * rounds once at the end: the composite backward (exp, sum, division) then has float64 rounding
- * errors only, where in float32 they added up to 4e-7 (PyTorch's tests allow 1e-7). */
+/* log_softmax and logsumexp work in float64 for float32 and 16-bit inputs (ints: float32
+ * results) and round once at the end: their composite backward (exp, sum, division) then has
+ * float64 rounding errors only, where in float32 they added up to 4e-7 (PyTorch's tests allow
+ * 1e-7). */
 static tg_tensor *soft_input(tg_tensor *t, tg_dtype *out) {
   *out = float_of(tg_get_dtype(t));
   return tg_cast(t, TG_FLOAT64);
@@ -261,14 +263,45 @@ static tg_tensor *shift_of(tg_tensor *x, int axis) {
   return tg_where(tg_isinf(m), tg_zeros_like(m), m);
 }
 
+/* The dtype softmax computes in: float64 for float64, else float32 (PyTorch's choice). */
+static tg_dtype softmax_dtype(tg_dtype out) { return out == TG_FLOAT64 ? TG_FLOAT64 : TG_FLOAT32; }
+
+/* GRADFN rule of y = GRADFN(softmax(x), x) along arg[1]: dx = y * (g - sum(g * y)) in the
+ * compute dtype, as PyTorch's backward does. The composite backward (through exp, the sum and
+ * the division) erred by 2e-5 relative in float32. */
+static void softmax_grad_rule(uop *u, uop *g, uop **d) {
+  tg_scope *s = tg_scope_begin();
+  int axis = (int)u->arg[1];
+  tg_dtype dt = softmax_dtype(u->src[1]->dtype);
+  tg_tensor *y = tg_cast(tensor_wrap(u->src[0]), dt), *gy = tg_cast(tensor_wrap(g), dt);
+  tg_tensor *dx = tg_cast(tg_mul(y, tg_sub(gy, tg_sum(tg_mul(gy, y), &axis, 1, true))), u->src[1]->dtype);
+  d[1] = dx ? uop_pool_add(dx->u) : NULL; /* outlives the scope: the gradient walk's pool owns it */
+  tg_scope_end(s);
+}
+
+static tg_tensor *with_softmax_grad(tg_tensor *y, tg_tensor *x, int axis) {
+  static _Atomic int registered = -1; /* any thread may register it first: the same id */
+  int id = atomic_load(&registered);
+  if (id < 0) atomic_store(&registered, id = grad_register_custom(softmax_grad_rule));
+  if (!y || id < 0 || !tg_dtype_is_float(tg_get_dtype(x))) return y;
+  size_t mark = uop_pool_mark();
+  uop *src[2] = {y->u, x->u};
+  int64_t arg[2] = {id, axis};
+  tg_tensor *r = tensor_wrap(uop_new(OP_GRADFN, y->u->dtype, src, 2, arg, 2));
+  uop_pool_release(mark);
+  return r;
+}
+
+/* Softmax in float32 (float64 for float64), exp as exp2 of x·log2(e) (vector polynomial code),
+ * with its own derivative. */
 tg_tensor *tg_softmax(tg_tensor *t, int axis) {
   if (!t) return null_arg("softmax");
   if (!one_axis("softmax", t, &axis)) return NULL;
   tg_scope *s = tg_scope_begin();
-  tg_dtype out;
-  tg_tensor *x = soft_input(t, &out);
-  tg_tensor *e = tg_exp(tg_sub(x, tg_detach(max_of(x, &axis, 1, true))));
-  tg_tensor *r = tg_keep(tg_cast(tg_div(e, tg_sum(e, &axis, 1, true)), out));
+  tg_dtype out = float_of(tg_get_dtype(t)), dt = softmax_dtype(out);
+  tg_tensor *x = tg_cast(t, dt), *d = tg_sub(x, tg_detach(max_of(x, &axis, 1, true)));
+  tg_tensor *e = dt == TG_FLOAT64 ? tg_exp(d) : tg_exp2(tg_mul_s(d, M_LOG2E));
+  tg_tensor *r = tg_keep(with_softmax_grad(tg_cast(tg_div(e, tg_sum(e, &axis, 1, true)), out), t, axis));
   tg_scope_end(s);
   return r;
 }
