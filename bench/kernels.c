@@ -70,7 +70,7 @@ static tg_tensor *e_sum_all(tg_tensor **in) { return tg_sum(in[0], NULL, 0, fals
 static tg_tensor *e_softmax(tg_tensor **in) { return tg_softmax(in[0], -1); }
 static tg_tensor *e_exp2(tg_tensor **in) { return tg_exp2(in[0]); }
 static tg_tensor *e_exp(tg_tensor **in) { return tg_exp(in[0]); } /* float32 computed in float64 */
-/* softmax kept in float32 (tg_softmax computes in float64): exp2 on 8 lanes instead of 4 */
+/* softmax as a float32 composite of public ops (tg_softmax: the same math, with its own derivative) */
 static tg_tensor *e_softmax_f32(tg_tensor **in) {
   int axis = 1;
   tg_tensor *e = tg_exp2(tg_mul_s(tg_sub(in[0], tg_detach(tg_max(in[0], &axis, 1, true))), 1.4426950408889634));
