@@ -598,12 +598,12 @@ long long lin_local_size(const lin_program *p) {
 }
 
 /* A REDUCE over a local range (a work-group combine, GPU flavors): every work-item stores its
- * partial into a local array at its index in the work-group, waits at a barrier, and the one
- * whose group digit is 0 combines the partials of the work-items that differ from it only in
- * that digit, in order (the others keep the identity: only group digit 0 stores, lower.c):
- *   tg_lds0[lid] = v; barrier; acc = id; for (k < (g == 0 ? G : 0)) acc = acc OP tg_lds0[lid + k * D];
- * One work-item's loop of G, not G work-items' (each of G): sums over rows of 4096 on PoCL
- * took 412 ms with every work-item combining, NOOPT's one work-item per row 36. */
+ * partial into a local array at its index in the work-group, waits at a barrier, and combines
+ * the partials of the work-items that differ from it only in the group digit, in order:
+ *   tg_lds0[lid] = v; barrier; acc = id; for (k < G) acc = acc OP tg_lds0[lid + (k - g) * D];
+ * Every work-item combines (G reads each). Letting only group digit 0 combine (the others
+ * keep the identity) gave wrong float16 mins on PoCL 3.1 (-0 for -4; not understood), so it
+ * is not done; it made sums over rows of 4096 412 -> 16 ms there. */
 static void render_group_combine(renderer *r, uop *u) {
   uop *g = u->src[1];
   int digit = gpu_loop(r, g);
@@ -613,7 +613,7 @@ static void render_group_combine(renderer *r, uop *u) {
   snprintf(arr, sizeof arr, "tg_lds%d", r->nshared);
   snprintf(k, sizeof k, "tg_k%d", r->nshared++);
   sb_printf(&r->shared, "  %s %s %s[%lld];\n", r->fl->shared, dt == TG_BOOL ? sm : ctype(dt), arr, r->local);
-  snprintf(slot, sizeof slot, "tg_lid + %s * %lld%s", k, digit >= 0 ? r->gdiv[digit] : 1, r->fl->i64_suffix);
+  snprintf(slot, sizeof slot, "tg_lid + (%s - %s) * %lld%s", k, name_of(r, g), digit >= 0 ? r->gdiv[digit] : 1, r->fl->i64_suffix);
   indent(r);
   sb_printf(&r->out, "%s[tg_lid] = %s;\n", arr, name_of(r, u->src[0]));
   indent(r);
@@ -625,8 +625,7 @@ static void render_group_combine(renderer *r, uop *u) {
   snprintf(item, sizeof item, "((%s)%s[%s])", ctype(dt), arr, slot);
   strbuf e = {0};
   combine(&e, u, acc, item);
-  sb_printf(&r->out, "for (tg_i64 %s = 0; %s < (%s == 0 ? %s : 0); %s++) %s = %s;\n", k, k, name_of(r, g), name_of(r, g->src[0]), k,
-            acc, e.s);
+  sb_printf(&r->out, "for (tg_i64 %s = 0; %s < %s; %s++) %s = %s;\n", k, k, name_of(r, g->src[0]), k, acc, e.s);
   sb_free(&e);
 }
 

@@ -597,9 +597,8 @@ static int gpu_loop(const ptx_r *r, uop *u);
 static const char *const rc_shared[RC_COUNT] = {"u8", "b16", "b32", "b64", "f32", "f64"};
 static const int rc_bytes[RC_COUNT] = {1, 2, 4, 8, 4, 8};
 
-/* The partial into tg_ldsN[tid.x], bar.sync 0, then acc = id, and where the group digit g is 0:
- * for k < G: acc OP= the partial of the work-item whose group digit is k (address base +
- * (tid + k * D) * bytes); the others keep the identity (only g == 0 stores). */
+/* The partial into tg_ldsN[tid.x], bar.sync 0, then acc = id; for k < G: acc OP= the partial
+ * of the work-item whose group digit is k (address base + (tid + (k - g) * D) * bytes). */
 static void render_group_combine(ptx_r *r, uop *u) {
   uop *g = u->src[1];
   reg_class rc = ptypes[u->dtype].rc;
@@ -619,10 +618,9 @@ static void render_group_combine(ptx_r *r, uop *u) {
   src_name(r, u, acc, sizeof acc);
   reg_name(k, sizeof k, new_reg(r, RC_B64)), reg_name(pr, sizeof pr, new_reg(r, RC_PRED));
   line(r, "mov.u64 %s, 0;", k);
-  line(r, "setp.ne.s64 %s, %s, 0;", pr, gv);
-  line(r, "@%s bra E%d;", pr, label);
   sb_printf(&r->body, "B%d:\n", label);
-  line(r, "mad.lo.s64 %s, %s, %lld, %s;", addr, k, div, lid);
+  line(r, "sub.s64 %s, %s, %s;", addr, k, gv);
+  line(r, "mad.lo.s64 %s, %s, %lld, %s;", addr, addr, div, lid);
   line(r, "mad.lo.s64 %s, %s, %d, %s;", addr, addr, bytes, base);
   char x[16];
   reg_name(x, sizeof x, new_reg(r, rc == RC_PRED ? RC_B32 : rc));
@@ -638,7 +636,6 @@ static void render_group_combine(ptx_r *r, uop *u) {
   line(r, "add.s64 %s, %s, 1;", k, k);
   line(r, "setp.lt.s64 %s, %s, %lld;", pr, k, size);
   line(r, "@%s bra B%d;", pr, label);
-  sb_printf(&r->body, "E%d:\n", label);
 }
 
 /* ---------------------------------------------------------------- loops */
