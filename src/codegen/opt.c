@@ -670,7 +670,7 @@ static void optimize_work_items(kshape *ks, const kaccess *acc, int na) {
 
 /* Work-group sizes the heuristics use: at most 256 work-items (a few warps; PoCL and GPUs
  * alike run that well), at least 16 for a split reduction. */
-enum { WG_ITEMS = 256, WG_MIN_GROUP = 16 };
+enum { WG_ITEMS = 256, WG_MIN_GROUP = 16, WG_MAX_GROUP = 32 };
 
 /* A reduction with few outputs (fewer than 16Ki work-items would idle a GPU) over a long axis
  * is split across one work-group (GROUPTOP): each work-item sums a contiguous part, the
@@ -684,7 +684,7 @@ static bool group_reduction(kshape *ks, int64_t items, int64_t cap) {
     if (ks->ax[i].kind == AX_REDUCE && (best < 0 || ks->ax[i].size > ks->ax[best].size)) best = i;
   if (best < 0) return false;
   int64_t size = ks->ax[best].size, top = 0;
-  for (int64_t g = cap; g >= WG_MIN_GROUP; g /= 2) {
+  for (int64_t g = cap < WG_MAX_GROUP ? cap : WG_MAX_GROUP; g >= WG_MIN_GROUP; g /= 2) { /* the combine reads G each */
     if (g > ks->local_max || size < 8 * g) continue;
     if (!top) top = g;
     if (size % g == 0) return try_apply(ks, OPT_GROUPTOP, best, g);
