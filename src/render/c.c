@@ -600,8 +600,10 @@ long long lin_local_size(const lin_program *p) {
 /* A REDUCE over a local range (a work-group combine, GPU flavors): every work-item stores its
  * partial into a local array at its index in the work-group, waits at a barrier, and combines
  * the partials of the work-items that differ from it only in the group digit, in order:
- *   tg_lds0[lid] = v; barrier; acc = id; for (k < G) acc = acc OP tg_lds0[lid + (k - g) * D];
- * Every work-item combines (G reads each). Letting only group digit 0 combine (the others
+ *   tg_lds0[lid] = v; barrier; acc = id; for (k < G) acc = acc OP tg_lds0[lid + (k - g) * D]; barrier;
+ * the second barrier keeps a combine inside a loop (several outputs per work-item) from having
+ * its array stored again by a fast work-item while a slow one still reads it. Every work-item
+ * combines (G reads each). Letting only group digit 0 combine (the others
  * keep the identity) gave wrong float16 mins on PoCL 3.1 (-0 for -4; not understood), so it
  * is not done; it made sums over rows of 4096 412 -> 16 ms there. */
 static void render_group_combine(renderer *r, uop *u) {
@@ -627,6 +629,8 @@ static void render_group_combine(renderer *r, uop *u) {
   combine(&e, u, acc, item);
   sb_printf(&r->out, "for (tg_i64 %s = 0; %s < %s; %s++) %s = %s;\n", k, k, name_of(r, g->src[0]), k, acc, e.s);
   sb_free(&e);
+  indent(r); /* all have read before any work-item stores this array again (a combine in a loop) */
+  sb_printf(&r->out, "%s\n", r->fl->barrier);
 }
 
 static void render_op(renderer *r, const lin_op *o) {

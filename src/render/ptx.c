@@ -598,7 +598,8 @@ static const char *const rc_shared[RC_COUNT] = {"u8", "b16", "b32", "b64", "f32"
 static const int rc_bytes[RC_COUNT] = {1, 2, 4, 8, 4, 8};
 
 /* The partial into tg_ldsN[tid.x], bar.sync 0, then acc = id; for k < G: acc OP= the partial
- * of the work-item whose group digit is k (address base + (tid + (k - g) * D) * bytes). */
+ * of the work-item whose group digit is k (address base + (tid + (k - g) * D) * bytes), then
+ * bar.sync 0 again (c.c's render_group_combine says why). */
 static void render_group_combine(ptx_r *r, uop *u) {
   uop *g = u->src[1];
   reg_class rc = ptypes[u->dtype].rc;
@@ -636,6 +637,7 @@ static void render_group_combine(ptx_r *r, uop *u) {
   line(r, "add.s64 %s, %s, 1;", k, k);
   line(r, "setp.lt.s64 %s, %s, %lld;", pr, k, size);
   line(r, "@%s bra B%d;", pr, label);
+  line(r, "bar.sync 0;"); /* all have read before the array is stored again (a combine in a loop) */
 }
 
 /* ---------------------------------------------------------------- loops */
