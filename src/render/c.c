@@ -603,9 +603,9 @@ long long lin_local_size(const lin_program *p) {
  *   tg_lds0[lid] = v; barrier; acc = id; for (k < G) acc = acc OP tg_lds0[lid + (k - g) * D]; barrier;
  * the second barrier keeps a combine inside a loop (several outputs per work-item) from having
  * its array stored again by a fast work-item while a slow one still reads it. Every work-item
- * combines (G reads each). Letting only group digit 0 combine (the others
- * keep the identity) gave wrong float16 mins on PoCL 3.1 (-0 for -4; not understood), so it
- * is not done; it made sums over rows of 4096 412 -> 16 ms there. */
+ * combines (G reads each). Letting only group digit 0 combine (the others keep the identity)
+ * gave wrong float16 mins on PoCL 3.1 (-0 for -4) before the second barrier existed, the
+ * likely cause; it made sums over rows of 4096 412 -> 16 ms there: to try again. */
 static void render_group_combine(renderer *r, uop *u) {
   uop *g = u->src[1];
   int digit = gpu_loop(r, g);
