@@ -255,6 +255,13 @@ static int compare(const recording *a, const recording *b, char *why, size_t n) 
   return 0;
 }
 
+/* A buffer without memory of u's dtype, shape and device (NULL when out of memory). */
+static uop *lazy_like(uop *u) {
+  uop *b = buffer_new_lazy(u->dtype, uop_shape(u), uop_ndim(u));
+  if (b) uop_set_device(b, u->device);
+  return b;
+}
+
 /* Once a recording is accepted, it keeps only what a replay reads: the external buffers. The
  * others become lazy buffers of the same dtype, shape and device (templates without memory),
  * so the recording holds no call's inputs, intermediates or old state. */
@@ -264,9 +271,8 @@ static int keep_templates(recording *r) {
   for (size_t b = 0; b < r->bufs.n; b++) {
     jbuf *x = &r->bufs.v[b];
     if (x->cls == B_EXTERNAL) continue;
-    uop *t = buffer_new_lazy(x->u->dtype, uop_shape(x->u), uop_ndim(x->u));
+    uop *t = lazy_like(x->u);
     if (!t) return TG_ERR_NOMEM;
-    uop_set_device(t, x->u->device);
     uop_incref(t), uop_decref(x->u), x->u = t;
   }
   ptrmap_free(&r->index);
@@ -280,23 +286,18 @@ static uop *buffer_now(const recording *r, const jbuf *b, tg_tensor *const *in) 
   switch (b->cls) {
     case B_INPUT: return tensor_buffer(in[b->index]);
     case B_STATE: return tensor_buffer(r->state.v[b->index].t);
-    case B_WRITTEN: {
-      if (!b->kept) return b->u;
-      uop *u = buffer_new_lazy(b->u->dtype, uop_shape(b->u), uop_ndim(b->u));
-      if (u) uop_set_device(u, b->u->device);
-      return u;
-    }
+    case B_WRITTEN: return b->kept ? lazy_like(b->u) : b->u;
     default: return b->u;
   }
 }
 
 static int run_items(const recording *r, uop **now) {
-  uop *bufs[64], *release[64];
+  uop *bufs[64];
   int rc = 0;
   for (size_t i = 0; i < r->items.n && rc == 0; i++) {
     const jitem *j = &r->items.v[i];
     for (int s = 0; s < j->nbufs && s < 64; s++) bufs[s] = now[j->bufs[s]];
-    sched_item it = {j->dev, j->ast, bufs, j->nbufs, j->numel, release, 0};
+    sched_item it = {j->dev, j->ast, bufs, j->nbufs, j->numel, NULL, 0};
     rc = engine_run_item(&it, j->prog);
     for (int k = 0; k < j->nrelease; k++) buffer_drop(now[j->release[k]]);
   }
