@@ -63,6 +63,17 @@ static inline int harness_close(double a, double b, double atol, double rtol) {
   return fabs(a - b) <= atol + rtol * fabs(b);
 }
 
+/* Reference for a 3x3 single-channel conv weight gradient: d sum(conv(x, w) * gy) / dw[i][j]
+ * for x (n, 1, hw, hw) and gy (n, 1, hw - 2, hw - 2), a naive loop in double. */
+static inline double harness_conv3x3_weight_grad(const float *x, const float *gy, int n, int hw, int i, int j) {
+  int o = hw - 2;
+  double want = 0;
+  for (int b = 0; b < n; b++)
+    for (int r = 0; r < o; r++)
+      for (int q = 0; q < o; q++) want += (double)gy[(b * o + r) * o + q] * x[(b * hw + r + i) * hw + q + j];
+  return want;
+}
+
 #define CHECK_CLOSE(a, b, tol)                                              \
   do {                                                                      \
     double a_ = (double)(a), b_ = (double)(b);                              \
