@@ -16,14 +16,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <tg.h>
 
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
+#include "runtime/helpers.h" /* tg_now */
 
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
@@ -36,9 +31,9 @@ static double memcpy_seconds(size_t bytes, int repeats) {
   memset(a, 1, bytes), memset(b, 2, bytes);
   double best = 1e30;
   for (int r = 0; r < repeats; r++) {
-    double t0 = now();
+    double t0 = tg_now();
     memcpy(b, a, bytes);
-    double dt = now() - t0;
+    double dt = tg_now() - t0;
     best = dt < best ? dt : best;
   }
   volatile char sink = b[bytes / 2];
@@ -62,9 +57,9 @@ static int allreduce_seconds(int n, size_t bytes, int repeats, double *t) {
   for (int r = -1; r < repeats && rc == 0; r++) { /* r = -1: compiles */
     tg_scope *inner = tg_scope_begin();
     tg_tensor *sum = tg_sum(x, (int[]){0}, 1, false);
-    double t0 = now();
+    double t0 = tg_now();
     rc = tg_realize(sum);
-    if (r >= 0) t[r] = now() - t0;
+    if (r >= 0) t[r] = tg_now() - t0;
     tg_scope_end(inner);
   }
   tg_scope_end(s);
