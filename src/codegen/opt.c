@@ -322,11 +322,12 @@ static bool pow2_lanes(int64_t n) { return n >= 2 && n <= 16 && (n & (n - 1)) ==
 int kshape_lane_axis(const kshape *ks) {
   static _Atomic int enabled = TG_ENV_UNREAD;
   if (ks->scalar || !tg_getenv_cached(&enabled, "VECTORIZE", 1)) return -1;
-  int unroll = -1, upcast = -1;
-  for (int i = 0; i < ks->nax; i++) {
+  int unroll = -1, upcast = -1, last = ks->nout - 1;
+  while (last > 0 && ks->size[last] == 1) last--; /* a conv's kept reduce dims are 1 */
+  for (int i = 0; i < ks->nax; i++) { /* unrolled axes are appended: this is the order applied */
     const kaxis *x = &ks->ax[i];
     if (x->stride != 1 || !pow2_lanes(x->size)) continue;
-    if (x->kind == AX_UPCAST && x->dim == ks->nout - 1) return i; /* contiguous output */
+    if (x->kind == AX_UPCAST && x->dim == last && unroll < 0) return i; /* contiguous output, not after a reduce lane */
     if (x->kind == AX_UNROLL && (unroll < 0 || x->dim > ks->ax[unroll].dim)) unroll = i;
     if (x->kind == AX_UPCAST && upcast < 0) upcast = i;
   }
@@ -369,16 +370,25 @@ static bool scalar_load(const kaccess *a) {
   return true;
 }
 
+/* Does load a move with the kernel's reduction (else it is hoisted out of the loop)? */
+static bool moves_with_reduction(const kshape *ks, const kaccess *a) {
+  for (int d = ks->nout; d < ks->nout + ks->nred; d++)
+    if (a->coef[d] != 0) return true;
+  return false;
+}
+
 /* Do the loads move contiguously (or not at all) along dim d, all but a few gathers (at most
  * a third)? Is one of them contiguous? Scalar loads do not count: a softmax's sum of
  * exp(c * (x - max)) has one gather (x along the rows), one contiguous load (max) and the
  * scalar c, which made the gather look like a third of its loads: lanes on 8 rows, each a
- * gather from 8 rows (142-172 ms for 4096x4096), not along the row. */
-static bool lane_friendly(const kaccess *acc, int na, int d, bool *contiguous) {
+ * gather from 8 rows (142-172 ms for 4096x4096), not along the row. Nor, for a reduce dim,
+ * do loads outside the reduction: a 1x1 conv's bias made its x (a gather along cin) one load
+ * in three, so its lanes went along cin (960->320 at 7x7: 15 GFLOPS). */
+static bool lane_friendly(const kshape *ks, const kaccess *acc, int na, int d, bool *contiguous) {
   int loads = 0, gathers = 0;
   *contiguous = false;
   for (int i = 0; i < na; i++) {
-    if (acc[i].store || scalar_load(&acc[i])) continue;
+    if (acc[i].store || scalar_load(&acc[i]) || (d >= ks->nout && !moves_with_reduction(ks, &acc[i]))) continue;
     loads++;
     gathers += acc[i].coef[d] != 0 && acc[i].coef[d] != 1;
     *contiguous |= acc[i].coef[d] == 1;
@@ -444,7 +454,7 @@ static int reduce_lane_dim(const kshape *ks, const kaccess *acc, int na, int wid
   for (int d = ks->nout + ks->nred - 1; d >= ks->nout; d--) {
     int64_t n = ks->size[d];
     bool fills = 2 * n > width || (2 * n == width && n >= 4) || short_pad_lanes(n, width);
-    if (fills && lane_friendly(acc, na, d, &contiguous) && contiguous) return d;
+    if (fills && lane_friendly(ks, acc, na, d, &contiguous) && contiguous) return d;
   }
   return -1;
 }
@@ -463,7 +473,7 @@ static int choose_lanes(kshape *ks, const kaccess *acc, int na, int width) {
   int last = ks->nout - 1;
   while (last >= 0 && ks->size[last] == 1) last--;
   int rd = reduce ? reduce_lane_dim(ks, acc, na, width) : -1;
-  bool out_ok = last >= 0 && lane_friendly(acc, na, last, &contiguous);
+  bool out_ok = last >= 0 && lane_friendly(ks, acc, na, last, &contiguous);
   bool rpad = rd >= 0 && pad_reduce_ok(ks->size[rd], width);
   if (out_ok && (rd < 0 || lane_use(ks->size[last], width, reduce, reduce) >= lane_use(ks->size[rd], width, rpad, rpad))) {
     if (reduce) pad_for_lanes(ks, last, AX_GLOBAL, width);
@@ -475,7 +485,7 @@ static int choose_lanes(kshape *ks, const kaccess *acc, int na, int width) {
     if (lanes_on(ks, rd, OPT_UNROLL, AX_REDUCE, width) >= 0) return rd;
   }
   for (int d = last - 1; d >= 0; d--) {
-    if (2 * ks->size[d] <= width || !lane_friendly(acc, na, d, &contiguous) || !contiguous) continue;
+    if (2 * ks->size[d] <= width || !lane_friendly(ks, acc, na, d, &contiguous) || !contiguous) continue;
     pad_for_lanes(ks, d, AX_GLOBAL, width);
     if (lanes_on(ks, d, OPT_UPCAST, AX_GLOBAL, width) >= 0) return d;
   }

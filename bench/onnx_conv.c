@@ -1,0 +1,129 @@
+/* onnx_conv.c — the convolutions of ResNet-18 and MobileNetV2 (the bench/onnx.sh models), each
+ * realized alone with tg_conv2d (+ bias, as the ONNX import builds it) on realized inputs, so
+ * a layer's kernels can be compared with a roofline: GFLOPS for the dense convs (against the
+ * sgemm rate of bench_matmul), GB/s of input + output for the depthwise ones (against copy).
+ *
+ *   make build/bench_onnx_conv && ./build/bench_onnx_conv [BATCH [FILTER]]
+ *
+ * BATCH (default 1); FILTER: only the layers whose name contains it ("r18", "mb", "dw"); REPS
+ * (env) runs per layer (default 5, 2 above 2 GMACs). THREADS=1 gives steadier numbers on a
+ * shared machine (a busy second core does not hold up every kernel). Times: best of the runs of the kernels alone (tg_stats.kernel_seconds) after a warm-up
+ * that compiles; the kernel count includes the padded input copy (docs/onnx.md, "Speed"). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tg.h"
+#include "tg_nn.h"
+
+typedef struct layer {
+  const char *name;
+  int cin, cout, hw, k, stride, groups, count; /* count: how often the models run it */
+} layer;
+
+/* Distinct conv shapes (input hw) of ResNet-18 and MobileNetV2 at 224x224, padding k/2. */
+static const layer layers[] = {
+    {"r18 stem 7x7/2 3->64", 3, 64, 224, 7, 2, 1, 1},
+    {"r18 3x3 64->64 @56", 64, 64, 56, 3, 1, 1, 4},
+    {"r18 3x3/2 64->128 @56", 64, 128, 56, 3, 2, 1, 1},
+    {"r18 1x1/2 64->128 @56", 64, 128, 56, 1, 2, 1, 1},
+    {"r18 3x3 128->128 @28", 128, 128, 28, 3, 1, 1, 3},
+    {"r18 3x3/2 128->256 @28", 128, 256, 28, 3, 2, 1, 1},
+    {"r18 1x1/2 128->256 @28", 128, 256, 28, 1, 2, 1, 1},
+    {"r18 3x3 256->256 @14", 256, 256, 14, 3, 1, 1, 3},
+    {"r18 3x3/2 256->512 @14", 256, 512, 14, 3, 2, 1, 1},
+    {"r18 1x1/2 256->512 @14", 256, 512, 14, 1, 2, 1, 1},
+    {"r18 3x3 512->512 @7", 512, 512, 7, 3, 1, 1, 3},
+    {"mb stem 3x3/2 3->32", 3, 32, 224, 3, 2, 1, 1},
+    {"mb dw 3x3 32 @112", 32, 32, 112, 3, 1, 32, 1},
+    {"mb pw 32->16 @112", 32, 16, 112, 1, 1, 1, 1},
+    {"mb pw 16->96 @112", 16, 96, 112, 1, 1, 1, 1},
+    {"mb dw 3x3/2 96 @112", 96, 96, 112, 3, 2, 96, 1},
+    {"mb pw 96->24 @56", 96, 24, 56, 1, 1, 1, 1},
+    {"mb pw 24->144 @56", 24, 144, 56, 1, 1, 1, 2},
+    {"mb dw 3x3 144 @56", 144, 144, 56, 3, 1, 144, 1},
+    {"mb pw 144->24 @56", 144, 24, 56, 1, 1, 1, 1},
+    {"mb dw 3x3/2 144 @56", 144, 144, 56, 3, 2, 144, 1},
+    {"mb pw 144->32 @28", 144, 32, 28, 1, 1, 1, 1},
+    {"mb pw 32->192 @28", 32, 192, 28, 1, 1, 1, 3},
+    {"mb dw 3x3 192 @28", 192, 192, 28, 3, 1, 192, 2},
+    {"mb pw 192->32 @28", 192, 32, 28, 1, 1, 1, 2},
+    {"mb dw 3x3/2 192 @28", 192, 192, 28, 3, 2, 192, 1},
+    {"mb pw 192->64 @14", 192, 64, 14, 1, 1, 1, 1},
+    {"mb pw 64->384 @14", 64, 384, 14, 1, 1, 1, 4},
+    {"mb dw 3x3 384 @14", 384, 384, 14, 3, 1, 384, 4},
+    {"mb pw 384->64 @14", 384, 64, 14, 1, 1, 1, 3},
+    {"mb pw 384->96 @14", 384, 96, 14, 1, 1, 1, 1},
+    {"mb pw 96->576 @14", 96, 576, 14, 1, 1, 1, 3},
+    {"mb dw 3x3 576 @14", 576, 576, 14, 3, 1, 576, 2},
+    {"mb pw 576->96 @14", 576, 96, 14, 1, 1, 1, 2},
+    {"mb dw 3x3/2 576 @14", 576, 576, 14, 3, 2, 576, 1},
+    {"mb pw 576->160 @7", 576, 160, 7, 1, 1, 1, 1},
+    {"mb pw 160->960 @7", 160, 960, 7, 1, 1, 1, 3},
+    {"mb dw 3x3 960 @7", 960, 960, 7, 3, 1, 960, 3},
+    {"mb pw 960->160 @7", 960, 160, 7, 1, 1, 1, 2},
+    {"mb pw 960->320 @7", 960, 320, 7, 1, 1, 1, 1},
+    {"mb pw 320->1280 @7", 320, 1280, 7, 1, 1, 1, 1},
+};
+
+/* A realized float32 tensor of the shape, filled from a fixed LCG in [-1, 1). */
+static tg_tensor *filled(const int64_t *shape, int nd, unsigned seed) {
+  int64_t n = 1;
+  for (int i = 0; i < nd; i++) n *= shape[i];
+  float *v = malloc(sizeof(float) * (size_t)n);
+  if (!v) return NULL;
+  for (int64_t i = 0; i < n; i++) seed = seed * 1664525u + 1013904223u, v[i] = (float)(seed >> 8) / 8388608.0f - 1.0f;
+  tg_tensor *t = tg_from_data(v, TG_FLOAT32, shape, nd);
+  free(v);
+  if (t && tg_realize(t) < 0) tg_free(t), t = NULL;
+  return t;
+}
+
+/* Best kernel seconds of `reps` runs of the layer (after a compiling one); kernels per run. */
+static double time_layer(const layer *l, tg_tensor *x, tg_tensor *w, tg_tensor *b, int reps, int *kernels) {
+  double best = 1e30;
+  int stride[2] = {l->stride, l->stride}, pad[2] = {l->k / 2, l->k / 2};
+  for (int r = 0; r <= reps; r++) {
+    tg_scope *s = tg_scope_begin();
+    tg_reset_stats();
+    tg_tensor *y = tg_conv2d(x, w, b, stride, pad, NULL, l->groups);
+    if (!y || tg_realize(y) < 0) {
+      fprintf(stderr, "%s: %s\n", l->name, tg_last_error());
+      tg_scope_end(s);
+      return -1;
+    }
+    tg_stats st = tg_get_stats();
+    if (r > 0 && st.kernel_seconds < best) best = st.kernel_seconds;
+    *kernels = (int)st.kernels_run;
+    tg_scope_end(s);
+  }
+  return best;
+}
+
+int main(int argc, char **argv) {
+  int batch = argc > 1 ? atoi(argv[1]) : 1;
+  const char *filter = argc > 2 ? argv[2] : "";
+  if (batch < 1) return fprintf(stderr, "usage: %s [BATCH [FILTER]]\n", argv[0]), 2;
+  printf("batch %d; best of the kernel times; GFLOPS = 2 * MACs / time, GB/s = (input + output bytes) / time\n", batch);
+  printf("%-26s %3s %9s %8s %7s %9s %9s\n", "layer", "k#", "ms", "GFLOPS", "GB/s", "x count", "total ms");
+  double total = 0;
+  for (size_t i = 0; i < sizeof layers / sizeof *layers; i++) {
+    const layer *l = &layers[i];
+    if (!strstr(l->name, filter)) continue;
+    int64_t oh = (l->hw + 2 * (l->k / 2) - l->k) / l->stride + 1;
+    int64_t xs[4] = {batch, l->cin, l->hw, l->hw}, ws[4] = {l->cout, l->cin / l->groups, l->k, l->k}, bs[1] = {l->cout};
+    tg_tensor *x = filled(xs, 4, 1), *w = filled(ws, 4, 2), *b = filled(bs, 1, 3);
+    int kernels = 0;
+    int64_t macs = (int64_t)batch * l->cout * oh * oh * (l->cin / l->groups) * l->k * l->k;
+    double bytes = 4.0 * (double)batch * ((double)l->cin * l->hw * l->hw + (double)l->cout * oh * oh);
+    int reps = getenv("REPS") ? atoi(getenv("REPS")) : macs > 2000000000LL ? 2 : 5;
+    double t = x && w && b ? time_layer(l, x, w, b, reps, &kernels) : -1;
+    tg_free(x), tg_free(w), tg_free(b);
+    if (t < 0) continue;
+    total += t * l->count;
+    printf("%-26s %3d %9.3f %8.1f %7.1f %9d %9.2f\n", l->name, kernels, 1e3 * t, 2.0 * (double)macs / t / 1e9, bytes / t / 1e9,
+           l->count, 1e3 * t * l->count);
+  }
+  printf("total (each layer x count) %.1f ms\n", 1e3 * total);
+  return 0;
+}
