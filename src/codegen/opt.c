@@ -319,19 +319,18 @@ int kshape_candidates(const kshape *ks, opt_action *out, int cap) {
 
 static bool pow2_lanes(int64_t n) { return n >= 2 && n <= 16 && (n & (n - 1)) == 0; }
 
+/* The lane axis: the first UPCAST or UNROLL applied of stride 1 and 2-16 lanes (unrolled axes
+ * are appended, so it is the first in order). The heuristics apply their lane choice first
+ * (choose_lanes); what they add later stays copies: a strided conv vectorized along its output
+ * channels keeps them when its row is tiled after (a rule "the last output dim first" made
+ * that tile of 2 the lanes, each a gather), a 1x1 conv's rows keep them when its 16 input
+ * channels are unrolled after. */
 int kshape_lane_axis(const kshape *ks) {
   static _Atomic int enabled = TG_ENV_UNREAD;
   if (ks->scalar || !tg_getenv_cached(&enabled, "VECTORIZE", 1)) return -1;
-  int unroll = -1, upcast = -1, last = ks->nout - 1;
-  while (last > 0 && ks->size[last] == 1) last--; /* a conv's kept reduce dims are 1 */
-  for (int i = 0; i < ks->nax; i++) { /* unrolled axes are appended: this is the order applied */
-    const kaxis *x = &ks->ax[i];
-    if (x->stride != 1 || !pow2_lanes(x->size)) continue;
-    if (x->kind == AX_UPCAST && x->dim == last && unroll < 0) return i; /* contiguous output, not after a reduce lane */
-    if (x->kind == AX_UNROLL && (unroll < 0 || x->dim > ks->ax[unroll].dim)) unroll = i;
-    if (x->kind == AX_UPCAST && upcast < 0) upcast = i;
-  }
-  return unroll >= 0 ? unroll : upcast;
+  for (int i = 0; i < ks->nax; i++)
+    if (is_unrolled(ks->ax[i].kind) && ks->ax[i].stride == 1 && pow2_lanes(ks->ax[i].size)) return i;
+  return -1;
 }
 
 void kshape_describe(const kshape *ks, char *buf, size_t n) {
@@ -479,14 +478,13 @@ static int choose_lanes(kshape *ks, const kaccess *acc, int na, int width) {
     if (reduce) pad_for_lanes(ks, last, AX_GLOBAL, width);
     if (lanes_on(ks, last, OPT_UPCAST, AX_GLOBAL, width) >= 0) return last;
   }
-  if (!reduce) return -1;
   if (rd >= 0) {
     if (rpad) pad_for_lanes(ks, rd, AX_REDUCE, width);
     if (lanes_on(ks, rd, OPT_UNROLL, AX_REDUCE, width) >= 0) return rd;
   }
-  for (int d = last - 1; d >= 0; d--) {
+  for (int d = last - 1; d >= 0; d--) { /* a transpose too: vectors along its input's rows */
     if (2 * ks->size[d] <= width || !lane_friendly(ks, acc, na, d, &contiguous) || !contiguous) continue;
-    pad_for_lanes(ks, d, AX_GLOBAL, width);
+    if (reduce) pad_for_lanes(ks, d, AX_GLOBAL, width);
     if (lanes_on(ks, d, OPT_UPCAST, AX_GLOBAL, width) >= 0) return d;
   }
   return -1;
@@ -541,6 +539,7 @@ static int tile_candidates(const kshape *ks, const kaccess *acc, int na, int lan
     }
     for (size_t i = 0; i < sizeof amounts / sizeof *amounts && t.nopts < TILE_CHOICES; i++)
       if (ks->ax[a].size % amounts[i] == 0 && (d != lane_dim || amounts[i] <= 2)) t.opts[t.nopts++] = amounts[i];
+    if (d != lane_dim && ks->ax[a].size == 7) t.opts[t.nopts++] = 7; /* a 7x7 map's row, whole (a strided conv's 14 -> 7) */
     if (t.nopts > 1) td[nt++] = t;
   }
   return nt;

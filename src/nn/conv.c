@@ -55,13 +55,42 @@ static tg_tensor *conv_windows(tg_tensor *x, const int64_t *k, int64_t cout, con
   return tg_permute(x, perm, n);
 }
 
-/* w (G*Cout, Cin, *k) as (1, G, Cout/G, *1, Cin, *k), to multiply with conv_windows. */
+/* w stored with the output channels innermost, (G, Cin*k, Cout/G), and seen again as
+ * (G, Cout/G, Cin, *k) for conv_weight_view (a permuted view: the reshape there only adds
+ * unit axes). A strided conv's windows do not move contiguously along an output row (x is
+ * read every s-th element), so a device cannot vectorize along the row; with the weight
+ * contiguous along the output channels it vectorizes along those instead, each loaded x
+ * broadcast to a vector of channels. The copy is one transpose of a (Cout/G, Cin*k) matrix
+ * per group (a small kernel per run), 2-D so that it reads along rows of Cin*k. */
+static tg_tensor *channels_last_weight(tg_tensor *w, const conv_geom *g) {
+  int nsp = g->nsp, nd = 3 + nsp, back[TG_MAX_DIMS];
+  int64_t flat[3], gs[TG_MAX_DIMS], taps = tg_dim(w, 1);
+  gs[0] = g->groups, gs[1] = tg_dim(w, 1);
+  for (int j = 0; j < nsp; j++) gs[2 + j] = tg_dim(w, 2 + j), taps *= tg_dim(w, 2 + j);
+  gs[nd - 1] = tg_dim(w, 0) / g->groups;
+  flat[0] = g->groups, flat[1] = gs[nd - 1], flat[2] = taps;
+  tg_tensor *t = tg_contiguous(tg_transpose(tg_reshape(w, flat, 3), 1, 2)); /* (G, Cin*k, Cout/G) */
+  back[0] = 0, back[1] = nd - 1;
+  for (int j = 2; j < nd; j++) back[j] = j - 1;
+  return tg_permute(tg_reshape(t, gs, nd), back, nd);
+}
+
+/* Whether a conv reads its input with a stride (windows not contiguous along a row) and has
+ * several output channels per group to vectorize along instead. */
+static bool strided(tg_tensor *w, const conv_geom *g) {
+  bool s = false;
+  for (int j = 0; j < g->nsp; j++) s |= g->stride[j] > 1;
+  return s && tg_dim(w, 0) / g->groups > 1;
+}
+
+/* w (G*Cout, Cin, *k) as (1, G, Cout/G, *1, Cin, *k), to multiply with conv_windows; read
+ * from a channels-last copy when the conv is strided. */
 static tg_tensor *conv_weight_view(tg_tensor *w, const conv_geom *g) {
   int nsp = g->nsp;
   int64_t ws[TG_MAX_DIMS];
   ws[0] = 1, ws[1] = g->groups, ws[2] = tg_dim(w, 0) / g->groups, ws[3 + nsp] = tg_dim(w, 1);
   for (int j = 0; j < nsp; j++) ws[3 + j] = 1, ws[4 + nsp + j] = tg_dim(w, 2 + j);
-  return tg_reshape(w, ws, 4 + 2 * nsp);
+  return tg_reshape(strided(w, g) ? channels_last_weight(w, g) : w, ws, 4 + 2 * nsp);
 }
 
 static tg_tensor *conv_graph(tg_tensor *x, tg_tensor *w, const conv_geom *g);
