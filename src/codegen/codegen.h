@@ -3,7 +3,7 @@
  *
  *   kernel AST  SINK(expr over PARAMs; arg = output shape)            (schedule.c)
  *      │ opt.c        shape state: the kernel's axes; actions (UPCAST, UNROLL, THREAD, GROUP,
- *      │              PADTO, SWAP, LOCAL) rewrite it; heuristics or BEAM (search.c) pick them
+ *      │              PADTO, SWAP, LOCAL, TC) rewrite it; heuristics or BEAM (search.c) pick them
  *      │ lower.c      INDEX pushed through views → LOAD/STORE, RANGE, REDUCE, following the
  *      │              axes: loops, unrolled copies, vector lanes, the parallel axis
  *      │ symbolic.c   index math simplified
@@ -28,7 +28,13 @@ typedef struct device_caps {
   int64_t local_bytes;  /* shared/local memory of a workgroup (0: none) */
   int max_local_size;   /* work-items in a workgroup (1: no workgroups) */
   int warp;             /* SIMD width of hardware threads (1 for a CPU) */
+  int tc;               /* tensor-core shapes the device multiplies (TC_* bits; 0: none) */
 } device_caps;
+
+/* Tensor-core shapes (device_caps.tc, the TC action's amount): warp-level D = A*B + C tiles.
+ * m16n8k16: A 16x16 and B 16x8 of float16 or bfloat16, C and D 16x8 float32 (PTX mma.sync,
+ * sm_80+). */
+enum { TC_M16N8K16 = 1 };
 
 /* Lanes of one vector register for elements of elem_bytes, 2 to 16 (the widths the renderer
  * has vector types for). */
@@ -52,15 +58,22 @@ typedef enum axis_kind {
   AX_UPCAST,  /* output axis unrolled in registers (a vector lane axis when contiguous) */
   AX_UNROLL,  /* reduction axis unrolled (vector partial sums when it is the lane axis) */
   AX_LOCAL,   /* output axis split among a work-group's work-items (work-group devices) */
+  AX_TC,      /* the reduction's 16 of a tensor-core tile: inside the WMMA op, no loop */
 } axis_kind;
 
+/* The roles of a tensor-core tile's axes (kaxis.tc; 0: none). For m16n8k16, lane = 4g + t:
+ * M = 16 outer + 8 mhi + g, N = 8 outer + 2 t + nlo (the C/D fragment layout of the PTX ISA),
+ * K = 16 outer + the K axis (each operand's fragment picks its own k per element). */
+enum { TC_ROLE_NONE, TC_ROLE_MHI, TC_ROLE_G, TC_ROLE_T, TC_ROLE_NLO, TC_ROLE_K };
+
 typedef enum opt_kind {
-  OPT_UPCAST, OPT_UNROLL, OPT_THREAD, OPT_GROUP, OPT_GROUPTOP, OPT_PADTO, OPT_SWAP, OPT_LOCAL, OPT_COUNT
+  OPT_UPCAST, OPT_UNROLL, OPT_THREAD, OPT_GROUP, OPT_GROUPTOP, OPT_PADTO, OPT_SWAP, OPT_LOCAL, OPT_TC, OPT_COUNT
 } opt_kind;
 
 /* An action on the axis at index `axis` (at the time it is applied). amount: the split factor;
  * for THREAD an amount equal to the axis size makes the whole axis parallel; for PADTO the
- * multiple; for SWAP the other axis. */
+ * multiple; for SWAP the other axis. TC(c, shape): `axis` picks one of the kernel's (M, N, K)
+ * dim triples (kshape.tc_cand), amount a TC_* shape. */
 typedef struct opt_action {
   opt_kind kind;
   int axis;
@@ -72,7 +85,15 @@ typedef struct kaxis {
   int64_t stride; /* contribution to its dim's index per iteration */
   int dim;        /* 0..nout-1 output dims, nout.. reduce dims */
   axis_kind kind;
+  int tc;         /* its role in a tensor-core tile (TC_ROLE_*), 0 for none */
 } kaxis;
+
+/* A (M, N, K) dim triple a tensor-core tile can take: A moves along M and K, not N; B along N
+ * and K, not M; a (0/1) says which source of the MUL is A. */
+typedef struct tc_dims {
+  int m, n, k, a;
+} tc_dims;
+#define KS_MAX_TC 8
 
 #define KS_MAX_DIMS 128
 #define KS_MAX_AXES (KS_MAX_DIMS + 32)
@@ -101,10 +122,23 @@ typedef struct kshape {
   int local_max;
   int64_t local_bytes;
   tg_dtype red_dtype; /* dtype of the first reduction (its partials in local memory) */
+  /* Tensor cores: the device's shapes (caps.tc; 0 on host devices and without a warp of 32),
+   * the dim triples a tile can take (tc_match: a float32 sum of products of two 16-bit float
+   * operands), and the shape applied (0: none) with its triple. */
+  int tc_caps;
+  tg_dtype tc_in; /* the operands' dtype (TG_FLOAT16, TG_BFLOAT16) */
+  tc_dims tc_cand[KS_MAX_TC];
+  int ntc_cand;
+  int tc;
+  tc_dims tc_at;
 } kshape;
 
 /* The state of an unoptimized kernel (one loop per dim of size > 1). */
 int kshape_init(kshape *ks, uop *ast);
+/* The tensor-core dim triples of a kernel (lower.c): a kernel whose only reduction is a float32
+ * sum over MUL(a, b), each operand a 16-bit float (or a cast from one), reached from the output
+ * through ALU ops and reshapes that keep its dims; fills ks->tc_cand. */
+void tc_match(kshape *ks, uop *ast);
 /* Make the state one for a work-group device (caps.max_local_size > 1): scalar code, LOCAL
  * allowed, GROUP/GROUPTOP split a reduction across a work-group, within the device's limits. */
 void kshape_use_workgroups(kshape *ks, const device_caps *caps);
@@ -197,6 +231,13 @@ static inline int reduce_nbody(const uop *u) { return u->narg > 1 ? (int)u->arg[
 /* Render C source for the CPU: one function per program,
  * void names[i](void **args, long long start, long long end) (caller frees). */
 char *render_c(const lin_program *progs, int n, const char *const *names);
+/* WMMA (a tensor-core multiply-accumulate of one warp, vcount 4 float32: this work-item's D
+ * elements): sources the A fragment (8 values), B (4) and C (4), in the PTX ISA's m16n8k16
+ * order; arg = [TC_* shape, the operands' dtype]. GEP(wmma, i) is D element i. The renderers
+ * give it mma.sync (PTX, CUDA C) or, in OpenCL, an exchange through local memory (the
+ * emulation, TC_EMULATE=1). */
+enum { WMMA_A = 8, WMMA_B = 4, WMMA_C = 4 };
+
 /* The GPU flavors of the same renderer: each program a kernel
  *   OpenCL: __kernel void name(long tg_n, __global T0 *b0, __global T1 *b1, ...)
  *   CUDA:   extern "C" __global__ void name(long long tg_n, T0 *b0, T1 *b1, ...)

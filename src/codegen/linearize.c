@@ -173,6 +173,7 @@ static void emit(lin_ctx *c, uop *u) {
   for (int i = 0; i < u->nsrc; i++) emit(c, u->src[i]);
   if (u->op == OP_SINK) return;
   if (uop_is_alu(u) && u->dtype != TG_INT64) c->info->flops += (uint64_t)c->trips * lane_factor(u);
+  if (u->op == OP_WMMA) c->info->flops += (uint64_t)c->trips * 2 * 16 * 8 * 16 / 32; /* a lane's share of the tile */
   push(c, u->op == OP_STORE ? L_STORE : L_VALUE, u);
 }
 

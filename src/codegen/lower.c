@@ -278,9 +278,13 @@ static bool is_kernel_reduce(lower_ctx *c, uop *x) {
   return true;
 }
 
+static uop *reduce_tc(lower_ctx *c, uop *x, uop **idx, int n, uop *valid);
+static uop *first_reduce(uop *ast);
+
 static uop *lower_reduce(lower_ctx *c, uop *x, uop **idx, int n, uop *valid) {
   if (!is_kernel_reduce(c, x)) return reduce_plain(c, x, idx, n, valid);
   if (c->stage == STAGE_COMBINE) return reduce_partials(c, x, idx, n, valid);
+  if (c->ks->tc) return reduce_tc(c, x, idx, n, valid);
   const kshape *ks = c->ks;
   uop *src[KS_MAX_UPCAST + KS_MAX_AXES];
   int dup[KS_MAX_AXES], ndup = dup_axes(c, AX_UNROLL, dup), nb = 0;
@@ -313,6 +317,195 @@ static uop *lower_reduce(lower_ctx *c, uop *x, uop **idx, int n, uop *valid) {
   if (!c->group_local) return partial;
   uop *across[2] = {partial, c->group_local}; /* the work-group's partials combined */
   return uop_new(OP_REDUCE, x->dtype, across, 2, (int64_t[]){x->arg[0], 1}, 2);
+}
+
+/* ---------------------------------------------------------------- tensor cores */
+
+/* The 16-bit float dtype u's values come from: u's own, or a cast from it under views (a
+ * matmul casts its operands to float32 before broadcasting them); 0 for none. */
+static tg_dtype half_origin(uop *u) {
+  while (uop_is_movement(u)) u = u->src[0];
+  if (dtype_is_half(u->dtype)) return (tg_dtype)u->dtype;
+  return u->op == OP_CAST && dtype_is_half(u->src[0]->dtype) ? (tg_dtype)u->src[0]->dtype : (tg_dtype)0;
+}
+
+/* The product of a tensor-core reduction: MUL(a, b) (possibly inside a cast to float32 of a
+ * 16-bit product), each operand exactly a value of the same 16-bit float type (half_origin:
+ * float32 operands convert back exactly); its dtype, or 0. */
+static tg_dtype tc_operands(uop *r, uop **op) {
+  uop *m = r->src[0];
+  if (m->op == OP_CAST && m->src[0]->op == OP_MUL && dtype_is_half(m->src[0]->dtype)) m = m->src[0];
+  if (m->op != OP_MUL) return 0;
+  op[0] = m->src[0], op[1] = m->src[1];
+  tg_dtype a = half_origin(op[0]);
+  return a && a == half_origin(op[1]) ? a : (tg_dtype)0;
+}
+
+/* The dims of u's shape its value moves along (bit d): views map them, a broadcast (EXPAND of
+ * a size-1 dim) does not move, a reshape moves a whole group of equal product if any of its
+ * dims moves, a padded dim moves (its mask does). Conservative: anything else moves along all. */
+static uint64_t moving_dims(uop *u) {
+  int n = uop_ndim(u);
+  const int64_t *s = uop_shape(u);
+  uint64_t all = 0, m = 0;
+  for (int d = 0; d < n && d < 64; d++)
+    if (s[d] > 1) all |= 1ull << d;
+  if (u->op == OP_CONST || u->op == OP_VALUE) return 0;
+  if (uop_is_alu(u)) {
+    for (int i = 0; i < u->nsrc; i++) m |= moving_dims(u->src[i]);
+    return m & all;
+  }
+  uop *x = u->nsrc ? u->src[0] : NULL;
+  switch (u->op) {
+    case OP_EXPAND: case OP_SHRINK: case OP_FLIP: return moving_dims(x) & all;
+    case OP_PAD:
+      m = moving_dims(x);
+      for (int d = 0; d < n && d < 64; d++)
+        if (u->arg[2 * d] || u->arg[2 * d + 1]) m |= 1ull << d;
+      return m & all;
+    case OP_PERMUTE: {
+      uint64_t in = moving_dims(x);
+      for (int d = 0; d < n && d < 64; d++)
+        if (in >> u->arg[d] & 1) m |= 1ull << d;
+      return m & all;
+    }
+    case OP_RESHAPE: {
+      uint64_t in = moving_dims(x);
+      const int64_t *xs = uop_shape(x);
+      int xn = uop_ndim(x), i = 0, j = 0;
+      while (i < xn && j < n) { /* groups of equal product */
+        int gi = i, gj = j;
+        int64_t pi = xs[i++], pj = s[j++];
+        while (pi != pj && i <= xn && j <= n) {
+          if (pi < pj && i < xn) pi *= xs[i++];
+          else if (j < n) pj *= s[j++];
+          else break;
+        }
+        bool mv = false;
+        for (int k = gi; k < i; k++) mv |= k < 64 && (in >> k & 1);
+        for (int k = gj; k < j && mv; k++) m |= k < 64 ? 1ull << k : 0;
+      }
+      return (m | (i < xn || j < n ? all : 0)) & all;
+    }
+    default: return all;
+  }
+}
+
+/* The reduce-input position of each kernel dim (-1: none): the reduce dims by the reduction's
+ * axes, the output dims of size > 1 in order onto its other dims of size > 1; false when they
+ * do not line up (a reshape that merges or splits output dims). */
+static bool tc_positions(const kshape *ks, uop *r, int *pos) {
+  const int64_t *s = uop_shape(r->src[0]);
+  int n = uop_ndim(r->src[0]), d = 0;
+  bool reduced[TG_MAX_DIMS] = {0};
+  for (int i = 0; i < ks->nout + ks->nred; i++) pos[i] = -1;
+  for (int j = 0; j < ks->nred; j++) pos[ks->nout + j] = (int)r->arg[1 + j], reduced[r->arg[1 + j]] = true;
+  for (int i = 0; i < n; i++) {
+    if (reduced[i] || s[i] == 1) continue;
+    while (d < ks->nout && ks->size[d] == 1) d++;
+    if (d == ks->nout || ks->size[d] != s[i]) return false;
+    pos[d++] = i;
+  }
+  while (d < ks->nout && ks->size[d] == 1) d++;
+  return d == ks->nout;
+}
+
+void tc_match(kshape *ks, uop *ast) {
+  ks->ntc_cand = 0;
+  if (ks->nreduces != 1 || ks->reduce_op != OP_ADD || ks->red_dtype != TG_FLOAT32 || !ks->group_ok) return;
+  uop *r = first_reduce(ast), *op[2];
+  int pos[KS_MAX_DIMS];
+  tg_dtype in = r ? tc_operands(r, op) : (tg_dtype)0;
+  if (!in || uop_ndim(r->src[0]) > 64 || !tc_positions(ks, r, pos)) return;
+  uint64_t mv[2] = {moving_dims(op[0]), moving_dims(op[1])};
+  ks->tc_in = in;
+  for (int n = ks->nout - 1; n >= 0; n--) /* innermost dims first: N (D's pairs) along the last */
+    for (int m = ks->nout - 1; m >= 0; m--)
+      for (int k = ks->nout + ks->nred - 1; k >= ks->nout; k--)
+        for (int a = 0; a < 2 && ks->ntc_cand < KS_MAX_TC; a++) {
+          if (pos[m] < 0 || pos[n] < 0 || pos[k] < 0) continue;
+          uint64_t am = mv[a], bm = mv[1 - a], pm = 1ull << pos[m], pn = 1ull << pos[n], pk = 1ull << pos[k];
+          if ((am & pm) && !(bm & pm) && (bm & pn) && !(am & pn) && (am & pk) && (bm & pk))
+            ks->tc_cand[ks->ntc_cand++] = (tc_dims){m, n, k, a};
+        }
+}
+
+/* Dim d's index from its axes, leaving out the tensor-core tile's (the fragments add theirs). */
+static uop *dim_index_outer(lower_ctx *c, int d) {
+  uop *idx = uop_idx(0);
+  for (int i = 0; i < c->ks->nax; i++) {
+    const kaxis *x = &c->ks->ax[i];
+    if (x->dim != d || x->tc) continue;
+    uop *v = c->var[i] ? c->var[i] : uop_idx(c->val[i]);
+    idx = uop_add(idx, uop_mul(v, uop_idx(x->stride)));
+  }
+  return idx;
+}
+
+static int tc_axis(const kshape *ks, int role) {
+  for (int i = 0; i < ks->nax; i++)
+    if (ks->ax[i].tc == role) return i;
+  return -1;
+}
+
+/* One fragment element of an operand: the operand at the reduce input's indices with its tile
+ * dim (M for A, N for B) at base + at and K at kbase + k, masked to 0 where a reduce dim is
+ * padded. */
+static uop *tc_element(lower_ctx *c, uop *operand, uop **idx, int n, uop *valid, int dim, uop *base, uop *at, uop *kbase, uop *k,
+                       const int *pos, uop *rvalid) {
+  const kshape *ks = c->ks;
+  uop *out[TG_MAX_DIMS];
+  memcpy(out, idx, sizeof(uop *) * (size_t)n);
+  uop *ti = uop_add(base, at), *ki = uop_add(kbase, k);
+  out[pos[dim]] = dim_clamp(c, dim, ti);
+  out[pos[ks->tc_at.k]] = dim_clamp(c, ks->tc_at.k, ki);
+  uop *v = land(rvalid, dim_valid(c, ks->tc_at.k, ki));
+  uop *e = make_index(operand, out, n, valid);
+  if (!uop_is_const_val(v, 1)) e = uop_new3(OP_WHERE, operand->dtype, v, e, uop_const(operand->dtype, 0));
+  return e;
+}
+
+/* The kernel's reduction on tensor cores: per K step (and per UNROLL copy) one WMMA of this
+ * lane's A, B fragments (the m16n8k16 layout: lane = 4 g + t; A element i at row
+ * g + 8 ((i >> 1) & 1), column 2 t + (i & 1) + 8 (i >> 2); B element i at row (k)
+ * 2 t + (i & 1) + 8 (i >> 1), column g) and a zero C; this output copy's element of D (the
+ * UPCASTs mhi, nlo: 2 mhi + nlo) is accumulated by a REDUCE over the K loops. Every copy's
+ * REDUCE shares the one WMMA (interned), which the linearizer emits once per step. */
+static uop *reduce_tc(lower_ctx *c, uop *x, uop **idx, int n, uop *valid) {
+  const kshape *ks = c->ks;
+  tc_dims td = ks->tc_at;
+  uop *op[2], *src[KS_MAX_UPCAST + KS_MAX_AXES];
+  int pos[KS_MAX_DIMS], dup[KS_MAX_AXES], ndup = dup_axes(c, AX_UNROLL, dup), nb = 0;
+  if (!tc_operands(x, op) || !tc_positions(ks, x, pos)) return NULL;
+  uop *a = op[td.a], *b = op[1 - td.a], *g = c->var[tc_axis(ks, TC_ROLE_G)], *t = c->var[tc_axis(ks, TC_ROLE_T)];
+  int64_t lane = 2 * c->val[tc_axis(ks, TC_ROLE_MHI)] + c->val[tc_axis(ks, TC_ROLE_NLO)];
+  for (int j = 0; j < ndup; j++) c->val[dup[j]] = 0;
+  do {
+    uop *rin[TG_MAX_DIMS], *rvalid = uop_const_bool(true), *frag[WMMA_A + WMMA_B + WMMA_C];
+    memcpy(rin, idx, sizeof(uop *) * (size_t)n);
+    for (int j = 0; j < ks->nred; j++) { /* the other reduce dims: loops as usual */
+      int d = ks->nout + j;
+      if (d == td.k) continue;
+      uop *ri = dim_index(c, d);
+      rin[pos[d]] = dim_clamp(c, d, ri);
+      rvalid = land(rvalid, dim_valid(c, d, ri));
+    }
+    uop *mb = dim_index_outer(c, td.m), *nbase = dim_index_outer(c, td.n), *kb = dim_index_outer(c, td.k);
+    uop *t2 = uop_mul(t, uop_idx(2));
+    for (int i = 0; i < WMMA_A; i++)
+      frag[i] = tc_element(c, a, rin, n, valid, td.m, mb, uop_add(g, uop_idx(8 * ((i >> 1) & 1))), kb,
+                           uop_add(t2, uop_idx((i & 1) + 8 * (i >> 2))), pos, rvalid);
+    for (int i = 0; i < WMMA_B; i++)
+      frag[WMMA_A + i] = tc_element(c, b, rin, n, valid, td.n, nbase, g, kb, uop_add(t2, uop_idx((i & 1) + 8 * (i >> 1))), pos, rvalid);
+    for (int i = 0; i < WMMA_C; i++) frag[WMMA_A + WMMA_B + i] = uop_const(TG_FLOAT32, 0);
+    int64_t arg[2] = {ks->tc, ks->tc_in};
+    uop *w = uop_new_vec(OP_WMMA, TG_FLOAT32, 4, frag, WMMA_A + WMMA_B + WMMA_C, arg, 2);
+    src[nb++] = uop_new(OP_GEP, TG_FLOAT32, &w, 1, &lane, 1);
+  } while (next_copy(c, dup, ndup));
+  int ns = nb;
+  for (int i = 0; i < ks->nax; i++)
+    if (ks->ax[i].kind == AX_REDUCE) src[ns++] = c->var[i];
+  return uop_new(OP_REDUCE, x->dtype, src, ns, (int64_t[]){OP_ADD, nb}, 2);
 }
 
 static const lowerer lowerers[OP_COUNT] = {
@@ -505,6 +698,12 @@ static uop *output_value(lower_ctx *c, uop *ast, uop **idx, uop *valid) {
   return make_index(view, idx, ast->narg, valid);
 }
 
+static const rule_table *tables(int which);
+
+/* Lower a copy's value at once (a tensor-core kernel: reduce_tc reads the copy's UPCAST values
+ * from the context, which the next copy changes). */
+static uop *lower_now(lower_ctx *c, uop *value) { return graph_rewrite(value, tables(0), c); }
+
 static uop *lower_stores(lower_ctx *c, uop *ast, kernel_info *info) {
   const kshape *ks = c->ks;
   int nd = ast->narg, dup[KS_MAX_AXES], ndup = dup_axes(c, AX_UPCAST, dup);
@@ -526,6 +725,7 @@ static uop *lower_stores(lower_ctx *c, uop *ast, kernel_info *info) {
     if (c->group_local) /* every work-item of the group has the combined value: the first stores */
       valid = land(valid, uop_alu(OP_CMPEQ, c->group_local, uop_idx(0)));
     uop *value = output_value(c, ast, math, uop_const_bool(true)), *at = flat_index(idx, ast->arg, nd), *buf = out;
+    if (ks->tc) value = lower_now(c, value); /* the copy's D element: its UPCAST values are read */
     if (c->stage == STAGE_PARTIAL) {
       int g = kshape_parallel_axis(ks);
       at = uop_add(uop_mul(c->var[g], uop_idx(c->out_numel)), at);

@@ -14,6 +14,8 @@
  *   PADTO(a, m)     pad an unsplit axis up to a multiple of m (masked); before any split
  *   SWAP(a, b)      exchange two loops of the same class (output or reduce)
  *   LOCAL(a, n)     output axis: split off n, each a work-item of one work-group
+ *   TC(c, shape)    tensor cores: dim triple c of a matmul-shaped reduction becomes a warp's
+ *                   tiles (M 16, N 8, K 16 for m16n8k16), its multiply-adds one WMMA op
  *
  * On a work-group device (kshape_use_workgroups: OpenCL, CUDA) GROUP/GROUPTOP split the
  * reduction across the work-items of one work-group instead: each sums its part, the partials
@@ -28,7 +30,7 @@
 #include "uop/dtype.h"
 
 static const char *const opt_names[OPT_COUNT] = {"UPCAST", "UNROLL", "THREAD", "GROUP",
-                                                 "GROUPTOP", "PADTO", "SWAP", "LOCAL"};
+                                                 "GROUPTOP", "PADTO", "SWAP", "LOCAL", "TC"};
 const char *opt_name(opt_kind k) { return k >= 0 && k < OPT_COUNT ? opt_names[k] : "?"; }
 
 static bool is_unrolled(axis_kind k) { return k == AX_UPCAST || k == AX_UNROLL; }
@@ -91,8 +93,9 @@ int kshape_init(kshape *ks, uop *ast) {
   free(order);
   for (int d = 0; d < ks->nout + ks->nred; d++) {
     if (ks->size[d] == 1) continue; /* a size-1 dim has index 0 and no axis */
-    ks->ax[ks->nax++] = (kaxis){ks->size[d], 1, d, d < ks->nout ? AX_GLOBAL : AX_REDUCE};
+    ks->ax[ks->nax++] = (kaxis){ks->size[d], 1, d, d < ks->nout ? AX_GLOBAL : AX_REDUCE, TC_ROLE_NONE};
   }
+  tc_match(ks, ast);
   return 0;
 }
 
@@ -111,6 +114,7 @@ void kshape_use_workgroups(kshape *ks, const device_caps *caps) {
   ks->scalar = true;
   ks->local_max = caps->max_local_size;
   ks->local_bytes = caps->local_bytes;
+  ks->tc_caps = caps->warp == 32 && caps->max_local_size >= 32 ? caps->tc : 0; /* a warp of 32 lanes */
 }
 
 bool kshape_two_stages(const kshape *ks) {
@@ -218,6 +222,7 @@ static int apply_parallel(kshape *ks, opt_action a) {
   if (kshape_parallel_axis(ks) >= 0) return BAD("%s(%d,%lld): the kernel already has a parallel axis", opt_name(a.kind), a.axis, (long long)a.amount);
   if (!thread && !ks->group_ok)
     return BAD("%s(%d,%lld): needs a single reduction reached through elementwise ops", opt_name(a.kind), a.axis, (long long)a.amount);
+  if (!thread && ks->tc) return BAD("%s(%d,%lld): the reduction is on tensor cores", opt_name(a.kind), a.axis, (long long)a.amount);
   if (a.kind == OPT_GROUP) split_inner(ks, a.axis, a.amount, AX_GROUP, 0);
   else split_outer(ks, a.axis, a.amount, thread ? AX_THREAD : AX_GROUP);
   return 0;
@@ -229,7 +234,56 @@ static int apply_local(kshape *ks, opt_action a) {
   if (!workgroups(ks)) return BAD("LOCAL(%d,%lld): the device has no work-groups", a.axis, (long long)a.amount);
   int rc = check_split(ks, a, AX_GLOBAL, "an output loop");
   if (rc) return rc;
+  if (ks->tc) return BAD("LOCAL(%d,%lld): a tensor-core kernel runs one warp per work-group", a.axis, (long long)a.amount);
   split_inner(ks, a.axis, a.amount, AX_LOCAL, -1);
+  return 0;
+}
+
+/* ---------------------------------------------------------------- tensor cores */
+
+/* TC(c, TC_M16N8K16): triple c's dims (each one unsplit axis, sizes multiples of 16, 8, 16,
+ * PADTO first otherwise) become a warp's tiles: M = 16 o + 8 mhi + g, N = 8 o + 2 t + nlo,
+ * K = 16 o + k, with g (8) and t (4) the innermost work-group digits (lane = 4 g + t), mhi and
+ * nlo UPCASTs (this lane's 4 elements of D, in the PTX ISA's C/D layout) and k inside the WMMA
+ * op. Lowering (lower.c) gives each operand's fragment its own rows and columns. */
+static int tc_split(kshape *ks, int dim, axis_kind outer, int64_t tile, const kaxis *parts, int nparts) {
+  int a = -1;
+  for (int i = 0; i < ks->nax; i++)
+    if (ks->ax[i].dim == dim) a = a < 0 ? i : -2;
+  if (a < 0) return BAD("TC: dim %d is %s", dim, a == -1 ? "of size 1" : "already split");
+  kaxis *x = &ks->ax[a];
+  if (x->kind != outer || x->stride != 1) return BAD("TC: dim %d is not an unsplit loop", dim);
+  if (x->size % tile) return BAD("TC: dim %d has %lld, not a multiple of %lld (PADTO first)", dim, (long long)x->size, (long long)tile);
+  x->size /= tile, x->stride = tile;
+  if (x->size == 1) remove_axis(ks, a);
+  for (int i = 0; i < nparts; i++) {
+    kaxis p = parts[i];
+    p.dim = dim;
+    ks->ax[ks->nax++] = p;
+  }
+  return 0;
+}
+
+static int apply_tc(kshape *ks, opt_action a) {
+  if (a.amount != TC_M16N8K16) return BAD("TC(%d,%lld): unknown tensor-core shape", a.axis, (long long)a.amount);
+  if (!(ks->tc_caps & a.amount)) return BAD("TC(%d,%lld): the device has no tensor cores of this shape", a.axis, (long long)a.amount);
+  if (ks->tc) return BAD("TC(%d,%lld): the kernel already uses tensor cores", a.axis, (long long)a.amount);
+  if (!ks->ntc_cand)
+    return BAD("TC(%d,%lld): not a float32 sum of products of float16 or bfloat16 operands", a.axis, (long long)a.amount);
+  if (a.axis < 0 || a.axis >= ks->ntc_cand) return BAD("TC(%d,%lld): no dim triple %d (kernel has %d)", a.axis, (long long)a.amount, a.axis, ks->ntc_cand);
+  if (kshape_parallel_axis(ks) >= 0) return BAD("TC(%d,%lld): the reduction is already split", a.axis, (long long)a.amount);
+  for (int i = 0; i < ks->nax; i++) /* several warps per work-group gave wrong sums on PoCL: not yet */
+    if (ks->ax[i].kind == AX_LOCAL) return BAD("TC(%d,%lld): the kernel already has work-group axes (one warp per work-group)", a.axis, (long long)a.amount);
+  if (ks->nax + 5 >= KS_MAX_AXES) return BAD("TC: too many axes");
+  tc_dims d = ks->tc_cand[a.axis];
+  const kaxis m[] = {{2, 8, 0, AX_UPCAST, TC_ROLE_MHI}, {8, 1, 0, AX_LOCAL, TC_ROLE_G}};
+  const kaxis n[] = {{4, 2, 0, AX_LOCAL, TC_ROLE_T}, {2, 1, 0, AX_UPCAST, TC_ROLE_NLO}};
+  const kaxis k[] = {{16, 1, 0, AX_TC, TC_ROLE_K}};
+  int rc = tc_split(ks, d.k, AX_REDUCE, 16, k, 1);
+  if (!rc) rc = tc_split(ks, d.m, AX_GLOBAL, 16, m, 2);
+  if (!rc) rc = tc_split(ks, d.n, AX_GLOBAL, 8, n, 2);
+  if (rc) return rc; /* the tail is now k, mhi, g, t, nlo: t the innermost local digit */
+  ks->tc = (int)a.amount, ks->tc_at = d;
   return 0;
 }
 
@@ -268,7 +322,7 @@ static int apply_swap(kshape *ks, opt_action a) {
 
 int kshape_apply(kshape *ks, opt_action a) {
   if (a.kind < 0 || a.kind >= OPT_COUNT) return BAD("unknown optimization %d", (int)a.kind);
-  if (a.axis < 0 || a.axis >= ks->nax) return BAD("%s(%d,%lld): no axis %d (kernel has %d)", opt_name(a.kind), a.axis, (long long)a.amount, a.axis, ks->nax);
+  if (a.kind != OPT_TC && (a.axis < 0 || a.axis >= ks->nax)) return BAD("%s(%d,%lld): no axis %d (kernel has %d)", opt_name(a.kind), a.axis, (long long)a.amount, a.axis, ks->nax);
   if (ks->napplied == KS_MAX_ACTIONS) return BAD("%s: too many optimizations", opt_name(a.kind));
   if (ks->nax + 1 >= KS_MAX_AXES) return BAD("%s: too many axes", opt_name(a.kind));
   kshape t = *ks; /* applied to a copy: a refused action leaves the state as it was */
@@ -279,6 +333,7 @@ int kshape_apply(kshape *ks, opt_action a) {
     case OPT_THREAD: case OPT_GROUP: case OPT_GROUPTOP: rc = apply_parallel(&t, a); break;
     case OPT_PADTO: rc = apply_padto(&t, a); break;
     case OPT_LOCAL: rc = apply_local(&t, a); break;
+    case OPT_TC: rc = apply_tc(&t, a); break;
     default: rc = apply_swap(&t, a); break;
   }
   if (rc == 0 && workgroups(&t)) rc = check_limits(&t, a);
@@ -297,6 +352,8 @@ int kshape_candidates(const kshape *ks, opt_action *out, int cap) {
       int nt = 0;
       if (k == OPT_SWAP) {
         for (int b = a + 1; b < ks->nax && nt < 16; b++) tries[nt++] = b;
+      } else if (k == OPT_TC) { /* a: the dim triple */
+        if (a < ks->ntc_cand) tries[nt++] = TC_M16N8K16;
       } else {
         for (size_t i = 0; i < sizeof amounts / sizeof *amounts; i++) tries[nt++] = amounts[i];
         if (k == OPT_THREAD || k == OPT_GROUPTOP) tries[nt++] = ks->ax[a].size;
@@ -734,7 +791,10 @@ static int contiguous_output_dim(const kshape *ks, const kaccess *acc, int na) {
  * to 16 neighbouring outputs as LOCAL (neighbouring work-items read neighbouring elements), the
  * group the rest of the 256: sums over the columns of 4096² on PoCL took 259 ms as GROUPTOP
  * alone (each work-item walking a column), NOOPT's one work-item per column less. */
+static bool optimize_tc(kshape *ks);
+
 static void optimize_workgroups(kshape *ks, const kaccess *acc, int na) {
+  if (optimize_tc(ks)) return;
   optimize_work_items(ks, acc, na);
   int64_t items = 1;
   for (int i = 0; i < ks->nax; i++)
@@ -754,6 +814,30 @@ static void optimize_workgroups(kshape *ks, const kaccess *acc, int na) {
     if (ks->size[d] > 1) dims++;
     if (n >= 2) try_apply(ks, OPT_LOCAL, a, n);
   }
+}
+
+/* Tensor cores (a device with caps.tc): a matmul-shaped float32 sum of 16-bit float products
+ * takes TC on its first dim triple whose dims are at least a tile (M 16, N 8, K 16; padded up
+ * to whole tiles), then, where the outer loops divide, a 2x2 tile of WMMAs per warp (A and B
+ * fragments each serve two: UPCAST on the M and N outer loops). One warp per work-group: with
+ * 2x2 warps (LOCAL outside the lanes) the emulation on PoCL summed wrong, not understood yet. */
+static bool optimize_tc(kshape *ks) {
+  static const int64_t tile[3] = {16, 8, 16};
+  for (int c = 0; c < ks->ntc_cand && ks->tc_caps; c++) {
+    kshape t = *ks;
+    tc_dims d = t.tc_cand[c];
+    const int dims[3] = {d.m, d.n, d.k};
+    bool ok = true;
+    for (int i = 0; i < 3 && ok; i++) {
+      int a = find_axis(&t, dims[i], i < 2 ? AX_GLOBAL : AX_REDUCE);
+      ok = a >= 0 && t.ax[a].size >= tile[i] && (t.ax[a].size % tile[i] == 0 || try_apply(&t, OPT_PADTO, a, tile[i]));
+    }
+    if (!ok || !try_apply(&t, OPT_TC, c, TC_M16N8K16)) continue;
+    for (int i = 0; i < 2; i++) try_apply(&t, OPT_UPCAST, find_axis(&t, dims[i], AX_GLOBAL), 2);
+    *ks = t;
+    return true;
+  }
+  return false;
 }
 
 void kshape_optimize(kshape *ks, uop *ast, const device_caps *caps) {

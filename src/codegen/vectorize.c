@@ -163,12 +163,13 @@ static uop *scalar_lane(uop *u, int l) {
 }
 
 /* A vector node the renderer has no vector form for, lane by lane: VECTORIZE of the lanes
- * (stores: all of them, in lane order, under one SINK). */
+ * (stores: all of them, in lane order, under one SINK). A WMMA stays whole: its 4 lanes are
+ * one warp-wide op (the GPU renderers read them with GEP). */
 static uop *split_lanes(void *ctx, uop *u, uop **cap) {
   (void)cap;
   const vector_forms *forms = ctx;
   int w = u->vcount;
-  if (!w || u->op == OP_VECTORIZE || u->op == OP_GEP || (forms->ok && forms->ok(u))) return NULL;
+  if (!w || u->op == OP_VECTORIZE || u->op == OP_GEP || u->op == OP_WMMA || (forms->ok && forms->ok(u))) return NULL;
   if (u->nsrc > KS_MAX_UPCAST + KS_MAX_AXES || w > KS_MAX_UPCAST) return NULL;
   uop *lanes[KS_MAX_UPCAST];
   for (int l = 0; l < w; l++) lanes[l] = scalar_lane(u, l);

@@ -569,8 +569,9 @@ static int cl_open(void) {
   int warp = 1;
   for (size_t i = 0; i < sizeof vendor_warps / sizeof *vendor_warps && warp == 1 && (type & CL_DEVICE_TYPE_GPU); i++)
     if (strstr(C.vendor, vendor_warps[i].vendor)) warp = vendor_warps[i].warp;
+  bool tc = tg_getenv_int("TC_EMULATE", 0) != 0; /* tensor cores emulated in local memory (docs/devices.md) */
   cl_device.caps = (device_caps){.vector_bytes = 16, .vector_registers = 16, .l2_bytes = cache ? (int64_t)cache : 1 << 20, .threads = 1,
                                  .local_bytes = (int64_t)local, .max_local_size = (int)(C.max_local < INT_MAX ? C.max_local : INT_MAX),
-                                 .warp = warp};
+                                 .warp = tc ? 32 : warp, .tc = tc ? TC_M16N8K16 : 0};
   return 0;
 }

@@ -71,6 +71,7 @@ typedef struct flavor {
   const char *shared;     /* qualifier of a work-group's local array */
   const char *barrier;    /* a work-group barrier over local memory */
   const char *lid;        /* the work-item's index in its work-group */
+  bool mma;               /* WMMA as PTX mma.sync (CUDA); else emulated through local memory */
 } flavor;
 
 static void bitcast_c(strbuf *e, tg_dtype to, tg_dtype from, const char *v) {
@@ -114,7 +115,8 @@ static const flavor flavor_cuda = {
                "template <class T, class F> static __device__ inline T tg_bitcast(F f){T t;memcpy(&t,&f,sizeof t);return t;}\n",
     .gpu = true, .kernel = "extern \"C\" __global__ void", .global = "", .restrict_ = "__restrict__",
     .gid = "((tg_i64)blockIdx.x*blockDim.x+threadIdx.x)", .bool_mem = "bool", .i64_suffix = "LL", .f32_math = true,
-    .bitcast = bitcast_cuda, .shared = "__shared__", .barrier = "__syncthreads();", .lid = "(tg_i64)threadIdx.x"};
+    .bitcast = bitcast_cuda, .shared = "__shared__", .barrier = "__syncthreads();", .lid = "(tg_i64)threadIdx.x",
+    .mma = true};
 
 /* Vector nodes (vcount w, vectorize.c) are GCC vectors (typedef float tg_f32x16
  * __attribute__((vector_size(64)))). c_vector_forms says which vector ops render as vector
@@ -456,9 +458,12 @@ static void vector_expr(renderer *r, uop *u, int w, strbuf *e) {
   }
 }
 
+static void render_wmma(renderer *r, uop *u);
+
 static void render_value(renderer *r, uop *u) {
   int w = u->vcount;
   strbuf e = {0};
+  if (u->op == OP_WMMA) { render_wmma(r, u); return; }
   indent(r);
   if (w) {
     vector_expr(r, u, w, &e);
@@ -631,6 +636,78 @@ static void render_group_combine(renderer *r, uop *u) {
   sb_free(&e);
   indent(r); /* all have read before any work-item stores this array again (a combine in a loop) */
   sb_printf(&r->out, "%s\n", r->fl->barrier);
+}
+
+/* ---------------------------------------------------------------- tensor cores */
+
+/* WMMA (codegen.h): this work-item's 4 elements of D = A B + C for its warp, as a float[4].
+ * CUDA: mma.sync m16n8k16 on the fragments packed as .b32 pairs of 16-bit floats (the low half
+ * the lower-numbered element; the values are exact 16-bit floats, so packing their bits back is
+ * exact). OpenCL (TC_EMULATE=1): the warp's tiles meet in local memory, each element at the
+ * position the PTX ISA gives it for the lane (tables below), then every work-item computes its
+ * D elements from the whole tiles: a lowering that hands a lane the wrong elements gives wrong
+ * numbers here too. */
+static const int frag_a_row[WMMA_A] = {0, 0, 8, 8, 0, 0, 8, 8}; /* + groupID (lane / 4) */
+static const int frag_a_col[WMMA_A] = {0, 1, 0, 1, 8, 9, 8, 9}; /* + 2 threadID_in_group (lane % 4) */
+static const int frag_b_row[WMMA_B] = {0, 1, 8, 9};             /* + 2 threadID_in_group; column groupID */
+static const int frag_c_row[WMMA_C] = {0, 0, 8, 8};             /* + groupID */
+static const int frag_c_col[WMMA_C] = {0, 1, 0, 1};             /* + 2 threadID_in_group */
+
+static void render_mma(renderer *r, uop *u, const char *d) {
+  const char *pack = u->arg[1] == TG_BFLOAT16 ? "tg_f2b" : "tg_f2h", *ty = u->arg[1] == TG_BFLOAT16 ? "bf16" : "f16";
+  indent(r);
+  sb_printf(&r->out, "{ unsigned tg_p[6];");
+  for (int j = 0; j < 6; j++)
+    sb_printf(&r->out, " tg_p[%d] = (unsigned)%s(%s) | (unsigned)%s(%s) << 16;", j, pack, name_of(r, u->src[2 * j]), pack,
+              name_of(r, u->src[2 * j + 1]));
+  sb_printf(&r->out, "\n");
+  indent(r);
+  sb_printf(&r->out, "  asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.%s.%s.f32 {%%0,%%1,%%2,%%3}, {%%4,%%5,%%6,%%7}, "
+                     "{%%8,%%9}, {%%10,%%11,%%12,%%13};\" : \"=f\"(%s[0]), \"=f\"(%s[1]), \"=f\"(%s[2]), \"=f\"(%s[3]) : ",
+            ty, ty, d, d, d, d);
+  for (int j = 0; j < 6; j++) sb_printf(&r->out, "\"r\"(tg_p[%d]), ", j);
+  for (int j = 0; j < WMMA_C; j++) sb_printf(&r->out, "\"f\"(%s)%s", name_of(r, u->src[WMMA_A + WMMA_B + j]), j < 3 ? ", " : "); }\n");
+}
+
+static void render_mma_emulated(renderer *r, uop *u, const char *d) {
+  int id = r->nshared++;
+  long long warps = r->local / 32 > 0 ? r->local / 32 : 1;
+  sb_printf(&r->shared, "  %s float tg_tca%d[%lld], tg_tcb%d[%lld], tg_tcc%d[%lld];\n", r->fl->shared, id, warps * 256, id, warps * 128,
+            id, warps * 128);
+  indent(r);
+  sb_printf(&r->out, "{ tg_i64 tg_w = (tg_lid / 32) * 256, tg_g = tg_lid %% 32 / 4, tg_t = tg_lid %% 4;\n");
+  for (int i = 0; i < WMMA_A; i++) {
+    indent(r);
+    sb_printf(&r->out, "  tg_tca%d[tg_w + (tg_g + %d) * 16 + 2 * tg_t + %d] = %s;\n", id, frag_a_row[i], frag_a_col[i], name_of(r, u->src[i]));
+  }
+  for (int i = 0; i < WMMA_B; i++) {
+    indent(r);
+    sb_printf(&r->out, "  tg_tcb%d[tg_w / 2 + (2 * tg_t + %d) * 8 + tg_g] = %s;\n", id, frag_b_row[i], name_of(r, u->src[WMMA_A + i]));
+  }
+  for (int i = 0; i < WMMA_C; i++) {
+    indent(r);
+    sb_printf(&r->out, "  tg_tcc%d[tg_w / 2 + (tg_g + %d) * 8 + 2 * tg_t + %d] = %s;\n", id, frag_c_row[i], frag_c_col[i],
+              name_of(r, u->src[WMMA_A + WMMA_B + i]));
+  }
+  indent(r);
+  sb_printf(&r->out, "  %s\n", r->fl->barrier);
+  for (int i = 0; i < WMMA_C; i++) {
+    indent(r);
+    sb_printf(&r->out, "  float tg_s%d = tg_tcc%d[tg_w / 2 + (tg_g + %d) * 8 + 2 * tg_t + %d];", i, id, frag_c_row[i], frag_c_col[i]);
+    sb_printf(&r->out, " for (int k = 0; k < 16; k++) tg_s%d += tg_tca%d[tg_w + (tg_g + %d) * 16 + k] * tg_tcb%d[tg_w / 2 + k * 8 + 2 * tg_t + %d];\n",
+              i, id, frag_c_row[i], id, frag_c_col[i]);
+  }
+  indent(r); /* every lane has read the tiles before a next WMMA stores them again; D is set after
+              * the barrier (PoCL lost a private array's elements stored before one) */
+  sb_printf(&r->out, "  %s %s[0] = tg_s0; %s[1] = tg_s1; %s[2] = tg_s2; %s[3] = tg_s3; }\n", r->fl->barrier, d, d, d, d);
+}
+
+static void render_wmma(renderer *r, uop *u) {
+  const char *d = name_of(r, u);
+  indent(r);
+  sb_printf(&r->out, "float %s[4];\n", d);
+  if (r->fl->mma) render_mma(r, u, d);
+  else render_mma_emulated(r, u, d);
 }
 
 static void render_op(renderer *r, const lin_op *o) {

@@ -533,7 +533,44 @@ static void render_store(ptx_r *r, uop *u) {
   line(r, "%s%s%sst.global.%s [%s], %s;", *g ? "@" : "", g, *g ? " " : "", p->mem, addr, raw);
 }
 
+/* ---------------------------------------------------------------- tensor cores */
+
+/* WMMA (codegen.h): D in 4 consecutive f32 registers (the node's register is the first) from
+ * mma.sync m16n8k16 on the A and B fragments, each pair of 16-bit floats (held as f32, exact)
+ * rounded back to its format and packed into a .b32, the lower-numbered element in the low
+ * half (the PTX ISA's "low to high"). GEP(wmma, i) reads register i. */
+static void render_wmma(ptx_r *r, uop *u) {
+  const char *ty = u->arg[1] == TG_BFLOAT16 ? "bf16" : "f16";
+  char p[6][16], h[2][16], d[4][16], c[4][16];
+  for (int j = 0; j < 6; j++) {
+    reg_name(p[j], sizeof p[j], new_reg(r, RC_B32));
+    for (int k = 0; k < 2; k++) {
+      char v[16];
+      reg_name(h[k], sizeof h[k], new_reg(r, RC_B16)), src_name(r, u->src[2 * j + k], v, sizeof v);
+      line(r, "cvt.rn.%s.f32 %s, %s;", ty, h[k], v);
+    }
+    line(r, "mov.b32 %s, {%s, %s};", p[j], h[0], h[1]);
+  }
+  for (int i = 0; i < WMMA_C; i++) src_name(r, u->src[WMMA_A + WMMA_B + i], c[i], sizeof c[i]);
+  int first = define(r, u);
+  reg_name(d[0], sizeof d[0], first);
+  for (int i = 1; i < 4; i++) reg_name(d[i], sizeof d[i], new_reg(r, RC_F32));
+  line(r, "mma.sync.aligned.m16n8k16.row.col.f32.%s.%s.f32 {%s, %s, %s, %s}, {%s, %s, %s, %s}, {%s, %s}, {%s, %s, %s, %s};", ty, ty, d[0],
+       d[1], d[2], d[3], p[0], p[1], p[2], p[3], p[4], p[5], c[0], c[1], c[2], c[3]);
+}
+
+static void render_gep(ptx_r *r, uop *u) {
+  uop *w = u->src[0];
+  if (w->op != OP_WMMA || u->arg[0] < 0 || u->arg[0] > 3) { fail(r, "a vector lane (PTX kernels are scalar)", u); return; }
+  char d[16], s[16];
+  reg_name(s, sizeof s, reg_of(r, w) + (int)u->arg[0]);
+  reg_name(d, sizeof d, define(r, u));
+  line(r, "mov.f32 %s, %s;", d, s);
+}
+
 static void render_value(ptx_r *r, const lin_program *prog, uop *u) {
+  if (u->op == OP_WMMA) { render_wmma(r, u); return; }
+  if (u->op == OP_GEP) { render_gep(r, u); return; }
   if (u->op == OP_LOAD) {
     char d[16];
     reg_name(d, sizeof d, define(r, u));
@@ -699,7 +736,7 @@ static bool written_slot(const lin_program *p, int64_t slot) {
  * error. Vector ops (VECTORIZE, GEP) have no rule and fail in render_value. */
 static void check_scalar(ptx_r *r, const lin_op *o) {
   uop *u = o->u;
-  if (u->vcount > 1) fail(r, "a vector value (PTX kernels are scalar)", u);
+  if (u->vcount > 1 && u->op != OP_WMMA) fail(r, "a vector value (PTX kernels are scalar)", u);
   if ((u->op == OP_LOAD || u->op == OP_STORE) && u->narg && u->arg[0] > 1) fail(r, "a vector memory access (PTX kernels are scalar)", u);
   for (int i = 0; i < u->nsrc; i++)
     if (u->src[i]->op == OP_RANGE && u->src[i]->arg[1] == RANGE_LANE) fail(r, "a value with vector lanes (PTX kernels are scalar)", u);
@@ -797,10 +834,23 @@ static int render_kernel(const lin_program *p, const char *name, strbuf *dst) {
 /* The PTX ISA version a target needs (ptxas 13 reads up to 9.0). */
 static const char *ptx_version(int sm) { return sm >= 120 ? "8.7" : sm >= 100 ? "8.6" : "8.0"; }
 
+/* Whether a program uses tensor cores (mma.sync needs sm_80). */
+static bool uses_wmma(const lin_program *p) {
+  for (int i = 0; i < p->n; i++)
+    if (p->ops[i].u->op == OP_WMMA) return true;
+  return false;
+}
+
 char *render_ptx(const lin_program *progs, int n, const char *const *names, int sm) {
   strbuf src = {0};
   sb_printf(&src, "// tg: PTX for sm_%d\n.version %s\n.target sm_%d\n.address_size 64\n\n", sm, ptx_version(sm), sm);
-  for (int i = 0; i < n; i++)
+  for (int i = 0; i < n; i++) {
+    if (uses_wmma(&progs[i]) && sm < 80) {
+      sb_free(&src);
+      tg_set_error(TG_ERR_COMPILE, "render_ptx: kernel %s uses tensor cores (mma.sync), which need sm_80, not sm_%d", names[i], sm);
+      return NULL;
+    }
     if (render_kernel(&progs[i], names[i], &src) < 0) { sb_free(&src); return NULL; }
+  }
   return src.s;
 }

@@ -62,7 +62,10 @@
   X(SINK, -1, UOP_FLAG_TENSOR | UOP_FLAG_KERNEL)                                \
   /* a tensor split across devices: src[i] the shard on device i; arg[0] the axis split       \
    * (-1: every source holds the whole value), arg[1..] the whole shape (schedule/multi.c) */  \
-  X(MULTI, -1, UOP_FLAG_TENSOR)
+  X(MULTI, -1, UOP_FLAG_TENSOR)                                                 \
+  /* a warp's tensor-core multiply-accumulate (codegen.h: sources the A, B, C fragments, vcount \
+   * 4: D; arg [shape, operand dtype]); last, so the other ops keep their numbers in caches */ \
+  X(WMMA, -1, UOP_FLAG_KERNEL)
 
 typedef enum uop_op {
 #define UOP_ENUM(name, n, f) OP_##name,
