@@ -722,6 +722,7 @@ static int cuda_open(void) {
   cuda_device.render = cuda_ptx_mode() ? render_ptx_gpu : render_cuda;
   cuda_device.caps = (device_caps){.vector_bytes = 16, .vector_registers = 16, .l2_bytes = D.l2 > 0 ? D.l2 : 1 << 20, .threads = 1,
                                    .local_bytes = D.shared, .max_local_size = D.max_threads > 1 ? D.max_threads : 1024,
-                                   .warp = D.warp > 0 ? D.warp : 32};
+                                   .warp = D.warp > 0 ? D.warp : 32,
+                                   .tc = atoi(D.arch + 3) >= 80 ? TC_M16N8K16 : 0}; /* mma.sync m16n8k16: sm_80+ */
   return 0;
 }
