@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "tg.h"
 #include "tg_nn.h"
@@ -79,13 +80,23 @@ static tg_tensor *filled(const int64_t *shape, int nd, unsigned seed) {
   return t;
 }
 
-/* Best kernel seconds of `reps` runs of the layer (after a compiling one); kernels per run. */
-static double time_layer(const layer *l, tg_tensor *x, tg_tensor *w, tg_tensor *b, int reps, int *kernels) {
+static double cpu_now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Best kernel seconds of `reps` runs of the layer (after a compiling one); kernels per run;
+ * *cpu: the best process CPU seconds of a run less its scheduling and lowering (with THREADS=1,
+ * the kernels' own cost even when other processes take turns on the core). */
+static double time_layer(const layer *l, tg_tensor *x, tg_tensor *w, tg_tensor *b, int reps, int *kernels, double *cpu) {
   double best = 1e30;
+  *cpu = 1e30;
   int stride[2] = {l->stride, l->stride}, pad[2] = {l->k / 2, l->k / 2};
   for (int r = 0; r <= reps; r++) {
     tg_scope *s = tg_scope_begin();
     tg_reset_stats();
+    double c0 = cpu_now();
     tg_tensor *y = tg_conv2d(x, w, b, stride, pad, NULL, l->groups);
     if (!y || tg_realize(y) < 0) {
       fprintf(stderr, "%s: %s\n", l->name, tg_last_error());
@@ -93,7 +104,9 @@ static double time_layer(const layer *l, tg_tensor *x, tg_tensor *w, tg_tensor *
       return -1;
     }
     tg_stats st = tg_get_stats();
+    double c = cpu_now() - c0 - st.schedule_seconds - st.lower_seconds;
     if (r > 0 && st.kernel_seconds < best) best = st.kernel_seconds;
+    if (r > 0 && c < *cpu) *cpu = c;
     *kernels = (int)st.kernels_run;
     tg_scope_end(s);
   }
@@ -105,8 +118,8 @@ int main(int argc, char **argv) {
   const char *filter = argc > 2 ? argv[2] : "";
   if (batch < 1) return fprintf(stderr, "usage: %s [BATCH [FILTER]]\n", argv[0]), 2;
   printf("batch %d; best of the kernel times; GFLOPS = 2 * MACs / time, GB/s = (input + output bytes) / time\n", batch);
-  printf("%-26s %3s %9s %8s %7s %9s %9s\n", "layer", "k#", "ms", "GFLOPS", "GB/s", "x count", "total ms");
-  double total = 0;
+  printf("%-26s %3s %9s %8s %7s %9s %9s %9s\n", "layer", "k#", "ms", "GFLOPS", "GB/s", "x count", "total ms", "cpu ms");
+  double total = 0, total_cpu = 0;
   for (size_t i = 0; i < sizeof layers / sizeof *layers; i++) {
     const layer *l = &layers[i];
     if (!strstr(l->name, filter)) continue;
@@ -117,13 +130,13 @@ int main(int argc, char **argv) {
     int64_t macs = (int64_t)batch * l->cout * oh * oh * (l->cin / l->groups) * l->k * l->k;
     double bytes = 4.0 * (double)batch * ((double)l->cin * l->hw * l->hw + (double)l->cout * oh * oh);
     int reps = getenv("REPS") ? atoi(getenv("REPS")) : macs > 2000000000LL ? 2 : 5;
-    double t = x && w && b ? time_layer(l, x, w, b, reps, &kernels) : -1;
+    double cpu = 0, t = x && w && b ? time_layer(l, x, w, b, reps, &kernels, &cpu) : -1;
     tg_free(x), tg_free(w), tg_free(b);
     if (t < 0) continue;
-    total += t * l->count;
-    printf("%-26s %3d %9.3f %8.1f %7.1f %9d %9.2f\n", l->name, kernels, 1e3 * t, 2.0 * (double)macs / t / 1e9, bytes / t / 1e9,
-           l->count, 1e3 * t * l->count);
+    total += t * l->count, total_cpu += cpu * l->count;
+    printf("%-26s %3d %9.3f %8.1f %7.1f %9d %9.2f %9.3f\n", l->name, kernels, 1e3 * t, 2.0 * (double)macs / t / 1e9,
+           bytes / t / 1e9, l->count, 1e3 * t * l->count, 1e3 * cpu);
   }
-  printf("total (each layer x count) %.1f ms\n", 1e3 * total);
+  printf("total (each layer x count) %.1f ms, cpu %.1f ms\n", 1e3 * total, 1e3 * total_cpu);
   return 0;
 }
