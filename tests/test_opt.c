@@ -1,12 +1,13 @@
 /* test_opt.c — the kernel optimizer (src/codegen/opt.c) and the code it leads to.
  *
  * A set of kernels (matmul of odd sizes, conv2d, sums and maxes over each axis, broadcasts,
- * softmax, comparisons, int and float16 math, sizes 1, 7, 129) is run unoptimized (the
- * reference) and then under many seeded random sequences of valid actions, under explicit
- * sequences (GROUP, PADTO, vector lanes), and under the default heuristics; all must agree.
- * Invalid actions must be refused with an error, and so must actions over a work-group
- * device's limits (work-items, local memory). On a work-group device (DEV=CL) the random
- * sequences include LOCAL and the work-group GROUP/GROUPTOP. The thread pool must cover every
+ * softmax, comparisons, int and float16 math, float16 and bfloat16 matmuls, sizes 1, 7, 129)
+ * is run unoptimized (the reference) and then under many seeded random sequences of valid
+ * actions, under explicit sequences (GROUP, PADTO, vector lanes), and under the default
+ * heuristics; all must agree. Invalid actions must be refused with an error, and so must
+ * actions over a work-group device's limits (work-items, local memory). On a work-group device
+ * (DEV=CL) the random sequences include LOCAL and the work-group GROUP/GROUPTOP, and TC where
+ * it has tensor cores (TC_EMULATE=1). The thread pool must cover every
  * iteration exactly once. */
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -15,6 +16,7 @@
 #include "device/device.h"
 #include "runtime/threadpool.h"
 #include "tensor/tensor.h"
+#include "uop/dtype.h"
 
 /* ------------------------------------------------------------ kernels under test */
 
@@ -92,6 +94,9 @@ static const opt_case cases[] = {
     /* the demo's conv shapes, small: odd 6x6 outputs (padded lanes), a padded input gradient */
     {"conv2d_6x6", b_conv_valid, 2, TG_FLOAT32, {4, 4}, {{2, 4, 8, 8}, {6, 4, 3, 3}}},
     {"conv2d_grad_x", b_conv_grad_x, 3, TG_FLOAT32, {4, 4, 4}, {{2, 3, 10, 10}, {4, 3, 3, 3}, {2, 4, 8, 8}}},
+    /* 16-bit float matmuls: TC among the actions on a device with tensor cores (TC_EMULATE=1) */
+    {"matmul_f16", b_matmul, 2, TG_FLOAT16, {2, 2}, {{32, 32}, {32, 16}}},
+    {"matmul_bf16_odd", b_matmul, 2, TG_BFLOAT16, {2, 2}, {{20, 24}, {24, 9}}},
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 
@@ -123,7 +128,7 @@ static int run_case(const opt_case *c, tg_tensor **in, double **out, int64_t *n)
   return rc;
 }
 
-static double tolerance(tg_dtype dt) { return dt == TG_FLOAT16 ? 2e-2 : dt == TG_FLOAT32 ? 1e-4 : 1e-12; }
+static double tolerance(tg_dtype dt) { return dtype_is_half(dt) ? 2e-2 : dt == TG_FLOAT32 ? 1e-4 : 1e-12; }
 
 static int compare(const char *what, const opt_case *c, const double *ref, const double *got, int64_t n) {
   int bad = 0;
@@ -248,8 +253,9 @@ TEST(opt_random_actions_match_unoptimized) {
   CHECK(applied > total); /* the sequences really did something */
   CHECK(kinds[OPT_GROUP] + kinds[OPT_GROUPTOP] > 0 && kinds[OPT_UPCAST] > 0 && kinds[OPT_UNROLL] > 0);
   bool wg = device_default() && device_default()->caps.max_local_size > 1 && device_is_gpu(device_default());
-  printf("  random actions: %d LOCAL, %d GROUP, %d GROUPTOP, %d UPCAST, %d UNROLL (%s)\n", kinds[OPT_LOCAL], kinds[OPT_GROUP],
-         kinds[OPT_GROUPTOP], kinds[OPT_UPCAST], kinds[OPT_UNROLL], wg ? "work-groups" : "host");
+  printf("  random actions: %d LOCAL, %d GROUP, %d GROUPTOP, %d UPCAST, %d UNROLL, %d TC (%s)\n", kinds[OPT_LOCAL], kinds[OPT_GROUP],
+         kinds[OPT_GROUPTOP], kinds[OPT_UPCAST], kinds[OPT_UNROLL], kinds[OPT_TC], wg ? "work-groups" : "host");
+  CHECK(device_default()->caps.tc || kinds[OPT_TC] == 0); /* only where the device has tensor cores */
   CHECK(wg ? kinds[OPT_LOCAL] > 0 : kinds[OPT_LOCAL] == 0);
 }
 
@@ -448,7 +454,8 @@ TEST(opt_candidates_are_valid) {
       CHECK(t.napplied == 1);
       kinds[cand[i].kind]++;
     }
-    for (int k = 0; k < OPT_COUNT; k++) CHECK(k == OPT_LOCAL && !wg ? kinds[k] == 0 : kinds[k] > 0);
+    for (int k = 0; k < OPT_COUNT; k++) /* TC: not a float16 product, no tensor cores (test_tc.c) */
+      CHECK((k == OPT_LOCAL && !wg) || k == OPT_TC ? kinds[k] == 0 : kinds[k] > 0);
   }
   uop_decref(ast);
   tg_scope_end(s);

@@ -215,6 +215,27 @@ TEST(tc_refused_without_the_capability) {
   uop_pool_release(mark);
 }
 
+/* On a state with tensor cores, TC is among the candidates (the random sequences of test_opt.c
+ * draw from them), and each triple's action applies. */
+TEST(tc_is_a_candidate) {
+  size_t mark = uop_pool_mark();
+  kshape ks;
+  uop *ast = matmul_ast(TG_BFLOAT16, 32, 32, 16, false);
+  CHECK(kshape_init(&ks, ast) == 0);
+  kshape_use_workgroups(&ks, &gpu_caps);
+  CHECK(ks.ntc_cand == 2); /* rows x columns, and the transposed tiling */
+  opt_action cand[512];
+  int n = kshape_candidates(&ks, cand, 512), tc = 0;
+  for (int i = 0; i < n; i++) {
+    if (cand[i].kind != OPT_TC) continue;
+    kshape t = ks;
+    CHECK(kshape_apply(&t, cand[i]) == 0 && t.tc == TC_M16N8K16);
+    tc++;
+  }
+  CHECK(tc == ks.ntc_cand);
+  uop_pool_release(mark);
+}
+
 /* A kernel as the CUDA device with tensor cores builds it (the heuristics on an H100 state),
  * rendered as CUDA C and PTX for sm_90: NVRTC and ptxas accept both, and both hold mma.sync;
  * PTX for sm_75 is refused (m16n8k16 needs sm_80). */

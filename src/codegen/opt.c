@@ -171,7 +171,7 @@ static kaxis remove_axis(kshape *ks, int at) {
 static void split_inner(kshape *ks, int a, int64_t n, axis_kind k, int at) {
   kaxis inner = ks->ax[a];
   inner.size = n, inner.kind = k;
-  if (n == ks->ax[a].size) remove_axis(ks, a);
+  if (n == ks->ax[a].size) remove_axis(ks, a), at -= at > a; /* `at` counted the removed axis */
   else ks->ax[a].size /= n, ks->ax[a].stride *= n;
   insert_axis(ks, at < 0 ? ks->nax : at, inner);
 }
@@ -234,8 +234,10 @@ static int apply_local(kshape *ks, opt_action a) {
   if (!workgroups(ks)) return BAD("LOCAL(%d,%lld): the device has no work-groups", a.axis, (long long)a.amount);
   int rc = check_split(ks, a, AX_GLOBAL, "an output loop");
   if (rc) return rc;
-  if (ks->tc) return BAD("LOCAL(%d,%lld): a tensor-core kernel runs one warp per work-group", a.axis, (long long)a.amount);
-  split_inner(ks, a.axis, a.amount, AX_LOCAL, -1);
+  int at = -1; /* a tensor-core tile's lanes stay the innermost digits (lane = local id % 32) */
+  for (int i = 0; i < ks->nax && at < 0; i++)
+    if (ks->ax[i].tc == TC_ROLE_G) at = i;
+  split_inner(ks, a.axis, a.amount, AX_LOCAL, at);
   return 0;
 }
 
@@ -272,8 +274,6 @@ static int apply_tc(kshape *ks, opt_action a) {
     return BAD("TC(%d,%lld): not a float32 sum of products of float16 or bfloat16 operands", a.axis, (long long)a.amount);
   if (a.axis < 0 || a.axis >= ks->ntc_cand) return BAD("TC(%d,%lld): no dim triple %d (kernel has %d)", a.axis, (long long)a.amount, a.axis, ks->ntc_cand);
   if (kshape_parallel_axis(ks) >= 0) return BAD("TC(%d,%lld): the reduction is already split", a.axis, (long long)a.amount);
-  for (int i = 0; i < ks->nax; i++) /* several warps per work-group gave wrong sums on PoCL: not yet */
-    if (ks->ax[i].kind == AX_LOCAL) return BAD("TC(%d,%lld): the kernel already has work-group axes (one warp per work-group)", a.axis, (long long)a.amount);
   if (ks->nax + 5 >= KS_MAX_AXES) return BAD("TC: too many axes");
   tc_dims d = ks->tc_cand[a.axis];
   const kaxis m[] = {{2, 8, 0, AX_UPCAST, TC_ROLE_MHI}, {8, 1, 0, AX_LOCAL, TC_ROLE_G}};
@@ -834,6 +834,7 @@ static bool optimize_tc(kshape *ks) {
     }
     if (!ok || !try_apply(&t, OPT_TC, c, TC_M16N8K16)) continue;
     for (int i = 0; i < 2; i++) try_apply(&t, OPT_UPCAST, find_axis(&t, dims[i], AX_GLOBAL), 2);
+    for (int i = 0; i < 2; i++) try_apply(&t, OPT_LOCAL, find_axis(&t, dims[i], AX_GLOBAL), 2);
     *ks = t;
     return true;
   }

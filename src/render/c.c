@@ -697,8 +697,7 @@ static void render_mma_emulated(renderer *r, uop *u, const char *d) {
     sb_printf(&r->out, " for (int k = 0; k < 16; k++) tg_s%d += tg_tca%d[tg_w + (tg_g + %d) * 16 + k] * tg_tcb%d[tg_w / 2 + k * 8 + 2 * tg_t + %d];\n",
               i, id, frag_c_row[i], id, frag_c_col[i]);
   }
-  indent(r); /* every lane has read the tiles before a next WMMA stores them again; D is set after
-              * the barrier (PoCL lost a private array's elements stored before one) */
+  indent(r); /* every lane has read the tiles before a next WMMA stores them again */
   sb_printf(&r->out, "  %s %s[0] = tg_s0; %s[1] = tg_s1; %s[2] = tg_s2; %s[3] = tg_s3; }\n", r->fl->barrier, d, d, d, d);
 }
 
