@@ -819,8 +819,8 @@ static void optimize_workgroups(kshape *ks, const kaccess *acc, int na) {
 /* Tensor cores (a device with caps.tc): a matmul-shaped float32 sum of 16-bit float products
  * takes TC on its first dim triple whose dims are at least a tile (M 16, N 8, K 16; padded up
  * to whole tiles), then, where the outer loops divide, a 2x2 tile of WMMAs per warp (A and B
- * fragments each serve two: UPCAST on the M and N outer loops). One warp per work-group: with
- * 2x2 warps (LOCAL outside the lanes) the emulation on PoCL summed wrong, not understood yet. */
+ * fragments each serve two: UPCAST on the M and N outer loops) and 2x2 warps per work-group
+ * (LOCAL on them, outside the lanes: 128 work-items). */
 static bool optimize_tc(kshape *ks) {
   static const int64_t tile[3] = {16, 8, 16};
   for (int c = 0; c < ks->ntc_cand && ks->tc_caps; c++) {
