@@ -14,6 +14,8 @@
 #include <string.h>
 
 #include "harness.h"
+#include "codegen/codegen.h"
+#include "device/device.h"
 #include "fixtures/ops_conv.h"
 
 /* ------------------------------------------------------------ fixture plumbing */
@@ -292,6 +294,115 @@ TEST(ops_conv_kernel_counts) {
   y = tg_avg_pool(x1, 1, (int[]){3}, &(tg_pool_opts){.padding = (int[]){1}, .exclude_pad = true});
   CHECK(kernels_for(&y, 1) == 2);
   tg_scope_end(s);
+}
+
+/* ------------------------------------------------------------ the models' conv shapes */
+
+/* y (n, cout, oh, oh) of a 2-D conv with square kernel k, stride, padding and groups, by a
+ * naive loop in double (the reference for the layouts and lanes the shapes below get). */
+static void naive_conv2d(const float *x, const float *w, const float *b, double *y, int n, int cin, int hw, int cout,
+                         int k, int stride, int pad, int groups) {
+  int oh = (hw + 2 * pad - k) / stride + 1, cpg = cin / groups, opg = cout / groups;
+  for (int i = 0; i < n; i++)
+    for (int co = 0; co < cout; co++)
+      for (int r = 0; r < oh; r++)
+        for (int c = 0; c < oh; c++) {
+          double acc = b ? b[co] : 0;
+          for (int ci = 0; ci < cpg; ci++)
+            for (int u = 0; u < k; u++)
+              for (int v = 0; v < k; v++) {
+                int hr = r * stride - pad + u, hc = c * stride - pad + v, g = co / opg;
+                if (hr < 0 || hr >= hw || hc < 0 || hc >= hw) continue;
+                acc += (double)x[(((int64_t)i * cin + g * cpg + ci) * hw + hr) * hw + hc] *
+                       w[(((int64_t)co * cpg + ci) * k + u) * k + v];
+              }
+          y[(((int64_t)i * cout + co) * oh + r) * oh + c] = acc;
+        }
+}
+
+/* The size of the dim the reduction kernel's lanes run along (its heuristics, as the engine
+ * applies them), -1 if it has none. */
+typedef struct lane_ctx {
+  int64_t lane_size;
+} lane_ctx;
+
+static int record_lanes(uop *ast, kshape *ks, void *ctx) {
+  kshape_optimize(ks, ast, &device_default()->caps);
+  int l = kshape_lane_axis(ks);
+  if (ks->nred > 0) ((lane_ctx *)ctx)->lane_size = l >= 0 ? ks->size[ks->ax[l].dim] : -1;
+  return 0;
+}
+
+static float *lcg_floats(int64_t n, unsigned seed) {
+  float *v = malloc(sizeof(float) * (size_t)n);
+  for (int64_t i = 0; i < n; i++) seed = seed * 1664525u + 1013904223u, v[i] = (float)(seed >> 8) / 8388608.0f - 1.0f;
+  return v;
+}
+
+/* One conv against the naive loop; returns the kernels it ran and the lane dim's size. */
+static uint64_t check_conv_shape(int n, int cin, int hw, int cout, int k, int stride, int pad, int groups,
+                                 int64_t *lane_size) {
+  int oh = (hw + 2 * pad - k) / stride + 1;
+  int64_t xn = (int64_t)n * cin * hw * hw, wn = (int64_t)cout * (cin / groups) * k * k, yn = (int64_t)n * cout * oh * oh;
+  float *x = lcg_floats(xn, 1), *w = lcg_floats(wn, 2), *b = lcg_floats(cout, 3);
+  double *want = malloc(sizeof(double) * (size_t)yn), *got = malloc(sizeof(double) * (size_t)yn);
+  naive_conv2d(x, w, b, want, n, cin, hw, cout, k, stride, pad, groups);
+  tg_scope *s = tg_scope_begin();
+  tg_tensor *tx = tg_from_data(x, TG_FLOAT32, (int64_t[]){n, cin, hw, hw}, 4);
+  tg_tensor *tw = tg_from_data(w, TG_FLOAT32, (int64_t[]){cout, cin / groups, k, k}, 4);
+  tg_tensor *tb = tg_from_data(b, TG_FLOAT32, (int64_t[]){cout}, 1);
+  CHECK(tg_realize(tx) == 0 && tg_realize(tw) == 0 && tg_realize(tb) == 0);
+  lane_ctx lc = {-1};
+  program_set_opt_hook(record_lanes, &lc);
+  tg_tensor *y = tg_conv2d(tx, tw, tb, (int[]){stride, stride}, (int[]){pad, pad}, NULL, groups);
+  uint64_t kernels = kernels_for(&y, 1);
+  program_set_opt_hook(NULL, NULL);
+  *lane_size = lc.lane_size;
+  CHECK(tg_to_host(tg_cast(y, TG_FLOAT64), got, sizeof(double) * (size_t)yn) == 0);
+  int bad = 0;
+  for (int64_t i = 0; i < yn; i++)
+    if (!harness_close(got[i], want[i], 1e-4, 1e-4) && bad++ < 4)
+      printf("  conv %dx%d/%d %d->%d [%lld]: got %.9g, expected %.9g\n", k, k, stride, cin, cout, (long long)i, got[i], want[i]);
+  CHECK(bad == 0);
+  tg_scope_end(s);
+  free(x), free(w), free(b), free(want), free(got);
+  return kernels;
+}
+
+static bool host_vectors(void) { return !device_is_gpu(device_default()) && device_default()->caps.vector_bytes >= 16; }
+
+/* A strided conv (ResNet's 3x3/2 and 1x1/2, the 7x7/2 stem) reads x every other element along
+ * the row, so its lanes run along the output channels of a channels-last weight copy (one
+ * more kernel); values against the naive loop. */
+TEST(ops_conv_strided_lanes_along_channels) {
+  static const int shapes[][6] = {{8, 14, 32, 3, 2, 1}, {16, 14, 32, 1, 2, 0}, {3, 30, 32, 7, 2, 3}};
+  for (int i = 0; i < 3; i++) {
+    const int *c = shapes[i];
+    int64_t lanes;
+    uint64_t k = check_conv_shape(2, c[0], c[1], c[2], c[3], c[4], c[5], 1, &lanes);
+    CHECK(k == (c[5] ? 3u : 2u)); /* (the padded input copy), the weight copy, the conv */
+    if (host_vectors()) CHECK(lanes == c[2]);
+  }
+}
+
+/* 1x1 convs with a bias: lanes along the output row, not gathered along the input channels
+ * (the bias, outside the reduction, made a gather along cin look like one load in three; 16
+ * input channels unrolled whole took the lanes from the row). */
+TEST(ops_conv_pointwise_lanes_along_rows) {
+  static const int shapes[][3] = {{64, 7, 16}, {16, 24, 24}, {32, 12, 8}};
+  for (int i = 0; i < 3; i++) {
+    int64_t lanes;
+    CHECK(check_conv_shape(2, shapes[i][0], shapes[i][1], shapes[i][2], 1, 1, 0, 1, &lanes) == 1);
+    if (host_vectors()) CHECK(lanes == shapes[i][1]);
+  }
+}
+
+/* A depthwise conv reads its padded input through the view: one kernel, no copy. */
+TEST(ops_conv_depthwise_one_kernel) {
+  int64_t lanes;
+  CHECK(check_conv_shape(2, 16, 12, 16, 3, 1, 1, 16, &lanes) == 1);
+  CHECK(check_conv_shape(2, 16, 12, 16, 3, 2, 1, 16, &lanes) == 1);
+  CHECK(check_conv_shape(1, 8, 9, 16, 3, 1, 1, 8, &lanes) == 2); /* two outputs per group: the copy stays */
 }
 
 /* Ties: the gradient goes to the first maximum of the window, the element its index names

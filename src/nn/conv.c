@@ -162,12 +162,11 @@ static tg_tensor *conv_graph(tg_tensor *x, tg_tensor *w, const conv_geom *g) {
    * 0.6 ms conv), and the taps read the padded view with bounds masks instead; a computed
    * input is recomputed per tap (a bias and a clamp), not stored. */
   bool depthwise = tg_dim(w, 0) == g->groups && tg_dim(w, 1) == 1;
-  if (depthwise) {
-  } else if (pads) {
+  if (pads && !depthwise) {
     x = tg_contiguous(pad_or_crop(x, g->pad_before, g->pad_after, nsp, 0));
     for (int j = 0; j < nsp; j++) unpadded.pad_before[j] = unpadded.pad_after[j] = 0;
     g = &unpadded;
-  } else if (x->u->op != OP_BUFFER) { /* the same for a computed input (relu of the layer before) */
+  } else if (!depthwise && x->u->op != OP_BUFFER) { /* the same for a computed input (relu of the layer before) */
     x = tg_contiguous(x);
   }
   int64_t k[TG_MAX_DIMS] = {0}, out[TG_MAX_DIMS], arg[3 + 4 * NN_MAX_NSP];
