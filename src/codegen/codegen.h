@@ -93,7 +93,7 @@ typedef struct kaxis {
 typedef struct tc_dims {
   int m, n, k, a;
 } tc_dims;
-#define KS_MAX_TC 8
+#define KS_MAX_TC 32
 
 #define KS_MAX_DIMS 128
 #define KS_MAX_AXES (KS_MAX_DIMS + 32)
