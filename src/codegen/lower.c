@@ -369,23 +369,26 @@ static uint64_t moving_dims(uop *u) {
         if (in >> u->arg[d] & 1) m |= 1ull << d;
       return m & all;
     }
-    case OP_RESHAPE: {
+    case OP_RESHAPE: { /* group-wise, as lower_reshape: size-1 dims apart, groups of equal product */
       uint64_t in = moving_dims(x);
       const int64_t *xs = uop_shape(x);
       int xn = uop_ndim(x), i = 0, j = 0;
-      while (i < xn && j < n) { /* groups of equal product */
+      for (;;) {
+        while (i < xn && xs[i] == 1) i++;
+        while (j < n && s[j] == 1) j++;
+        if (i >= xn || j >= n) break;
         int gi = i, gj = j;
         int64_t pi = xs[i++], pj = s[j++];
-        while (pi != pj && i <= xn && j <= n) {
+        while (pi != pj) {
           if (pi < pj && i < xn) pi *= xs[i++];
-          else if (j < n) pj *= s[j++];
-          else break;
+          else if (pj < pi && j < n) pj *= s[j++];
+          else return all; /* no matching groups (an empty shape): everything moves */
         }
         bool mv = false;
         for (int k = gi; k < i; k++) mv |= k < 64 && (in >> k & 1);
-        for (int k = gj; k < j && mv; k++) m |= k < 64 ? 1ull << k : 0;
+        for (int k = gj; k < j && mv && k < 64; k++) m |= 1ull << k;
       }
-      return (m | (i < xn || j < n ? all : 0)) & all;
+      return m & all;
     }
     default: return all;
   }
