@@ -273,7 +273,7 @@ static int apply_tc(kshape *ks, opt_action a) {
   if (!ks->ntc_cand)
     return BAD("TC(%d,%lld): not a float32 sum of products of float16 or bfloat16 operands", a.axis, (long long)a.amount);
   if (a.axis < 0 || a.axis >= ks->ntc_cand) return BAD("TC(%d,%lld): no dim triple %d (kernel has %d)", a.axis, (long long)a.amount, a.axis, ks->ntc_cand);
-  if (kshape_parallel_axis(ks) >= 0) return BAD("TC(%d,%lld): the reduction is already split", a.axis, (long long)a.amount);
+  if (kshape_parallel_axis(ks) >= 0) return BAD("TC(%d,%lld): the kernel already has a parallel axis", a.axis, (long long)a.amount);
   if (ks->nax + 5 >= KS_MAX_AXES) return BAD("TC: too many axes");
   tc_dims d = ks->tc_cand[a.axis];
   const kaxis m[] = {{2, 8, 0, AX_UPCAST, TC_ROLE_MHI}, {8, 1, 0, AX_LOCAL, TC_ROLE_G}};
