@@ -348,6 +348,29 @@ tg_tensor *tg_unsqueeze(tg_tensor *t, int axis);                      /**< inser
 tg_tensor *tg_flatten(tg_tensor *t, int start_axis, int end_axis);    /**< merge axes start..end */
 /** numpy-like slice of one axis: start:stop:step; step may be negative; clamps like Python. */
 tg_tensor *tg_slice(tg_tensor *t, int axis, int64_t start, int64_t stop, int64_t step);
+
+/* ------------------------------------------------ symbolic sizes (docs/symbolic.md)
+ * A variable stands for an int that changes between calls (a decode position): sizes and
+ * offsets built from it compile into one kernel that reads its value when it runs, so every
+ * value shares the kernel. tg_var_dim(v, k) is "v + k" as one int64 (far below any real size)
+ * that tg_shrink, tg_pad, tg_reshape and tg_expand accept wherever they take a size or offset.
+ * A tensor with a variable dim is stored at the dim's largest value (its layout: tg_shape,
+ * tg_dim and tg_numel report it); tg_shape_bound gives the sizes now and tg_to_host copies
+ * the elements at the bound value. Bind before realizing; a tg_jit replay reads the binding. */
+typedef struct tg_symvar tg_symvar;
+/** A variable taking values in [min, max] (0 <= min <= max < 2^32), unbound; it lives until
+ *  the process exits (at most 16383). NULL on error. */
+tg_symvar *tg_variable(const char *name, int64_t min, int64_t max);
+/** Give v a value for the realizes and JIT calls that follow: 0, or TG_ERR_ARG outside [min, max]. */
+int tg_var_bind(tg_symvar *v, int64_t value);
+/** The bound value, or -1 when v is unbound or NULL. */
+int64_t tg_var_value(const tg_symvar *v);
+/** v + k as a size or offset argument (an encoded int64; an invalid one on error). */
+int64_t tg_var_dim(const tg_symvar *v, int64_t k);
+/** mul * v + k (|mul| < 128): e.g. the pad after v elements up to n is tg_var_expr(v, -1, n). */
+int64_t tg_var_expr(const tg_symvar *v, int64_t mul, int64_t k);
+/** The shape with every variable at its bound value (as tg_shape; -1 if one is unbound). */
+int tg_shape_bound(const tg_tensor *t, int64_t *out, int cap);
 /** Concatenate n tensors along axis. */
 tg_tensor *tg_cat(tg_tensor **ts, int n, int axis);
 /** Stack n tensors along a new axis. */

@@ -13,6 +13,7 @@
 
 #include "codegen/codegen.h"
 #include "runtime/helpers.h"
+#include "uop/symbolic.h"
 
 typedef struct lin_ctx {
   ptrmap range_bit; /* RANGE → bit index + 1 */
@@ -121,6 +122,9 @@ static int reduce_group(lin_ctx *c, uop *u, uop **group, int cap) {
   return n;
 }
 
+/* Iterations of a loop: its end, or for a variable end its largest value (flop counts). */
+static int64_t trip_count(uop *r) { return r->src[0]->op == OP_CONST ? uop_const_ivalue(r->src[0]) : uop_vmax(r->src[0]); }
+
 static void emit_reduce(lin_ctx *c, uop *u) {
   uop *group[64];
   int nb = reduce_nbody(u);
@@ -141,9 +145,10 @@ static void emit_reduce(lin_ctx *c, uop *u) {
   for (int i = nb; i < u->nsrc; i++) {
     uop *r = u->src[i];
     if (r->op != OP_RANGE) continue; /* a size-1 range folded to 0 */
+    if (r->src[0]->op != OP_CONST) hoist(c, r->src[0]); /* a variable end (docs/symbolic.md): computed before its loop */
     push(c, L_LOOP, r);
     c->open |= deps_of(c, r);
-    c->trips *= uop_const_ivalue(r->src[0]);
+    c->trips *= trip_count(r);
   }
   for (int g = 0; g < ng; g++)
     for (int i = 0; i < reduce_nbody(group[g]); i++) emit(c, group[g]->src[i]);
@@ -248,7 +253,7 @@ int program_spec_check(const lin_program *p) {
       rc = tg_set_error(TG_ERR_DEVICE, "program spec: accumulator used before its initialisation");
       continue;
     }
-    int last = o->kind == L_LOOP ? 0 : o->kind == L_ACC_UPDATE ? reduce_nbody(u) : o->kind == L_ACC_FINAL ? 0 : u->nsrc;
+    int last = o->kind == L_LOOP ? 1 : o->kind == L_ACC_UPDATE ? reduce_nbody(u) : o->kind == L_ACC_FINAL ? 0 : u->nsrc;
     for (int j = 0; j < last && !rc; j++) {
       uop *s = u->src[j];
       if (!ptrmap_get(&defined, s) && s->op != OP_CONST && s->op != OP_DEFINE_GLOBAL)

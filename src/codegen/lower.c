@@ -46,20 +46,68 @@ typedef struct lower_ctx {
   ptrmap plain_ranges;      /* REDUCE_AXIS → id of its first range + 1 (shared by all copies) */
   uop *partial_range;       /* stage 2: the loop over the groups */
   uop *group_local;         /* work-group devices: the GROUP axis's local range, or NULL */
+  /* symbolic sizes (docs/symbolic.md): the kernel's variables (id, value read when it runs),
+   * each dim's symbolic size (0: plain) and whether its loop ends there (no mask needed) */
+  int nvars, var_id[8];
+  uop *vars[8];
+  int64_t dsym[KS_MAX_DIMS];
+  bool bounded[KS_MAX_DIMS];
 } lower_ctx;
 
-static uop *new_range(int64_t id, int64_t end, int kind) {
+static uop *new_range_to(int64_t id, uop *end, int kind) {
   int64_t arg[2] = {id, kind};
-  uop *e = uop_idx(end);
-  return uop_new(OP_RANGE, TG_INT64, &e, 1, arg, 2);
+  return uop_new(OP_RANGE, TG_INT64, &end, 1, arg, 2);
 }
+
+static uop *new_range(int64_t id, int64_t end, int kind) { return new_range_to(id, uop_idx(end), kind); }
 
 static uop *make_index(uop *x, uop **idx, int n, uop *valid) {
   uop *src[TG_MAX_DIMS + 2];
   src[0] = x;
-  memcpy(src + 1, idx, sizeof(uop *) * (size_t)n);
+  if (n) memcpy(src + 1, idx, sizeof(uop *) * (size_t)n);
   src[n + 1] = valid;
   return uop_new(OP_INDEX, x->dtype, src, n + 2, NULL, 0);
+}
+
+/* ---------------------------------------------------------------- symbolic sizes
+ * A variable is read once from its 0-d view (the SINK's DEFINE_VAR sources) and clamped to
+ * [min, max], so index math knows its range and a bad value cannot index out of bounds. A
+ * buffer with a variable dim is laid out at the dim's largest size, so views index it with
+ * plain strides; only loop bounds, masks and variable view offsets read the variable. */
+
+static void setup_vars(lower_ctx *c, uop *ast) {
+  for (int i = 1; i < ast->nsrc && c->nvars < 8; i++) {
+    uop *d = ast->src[i], *hi = uop_idx(d->arg[2]);
+    uop *x = uop_alu(OP_MAX, make_index(d->src[0], NULL, 0, uop_const_bool(true)), uop_idx(d->arg[1]));
+    c->var_id[c->nvars] = (int)d->arg[0];
+    c->vars[c->nvars++] = uop_alu(OP_SUB, hi, uop_alu(OP_MAX, uop_alu(OP_SUB, hi, x), uop_idx(0)));
+  }
+}
+
+/* A size or offset: a constant, or coef * var + add. */
+static uop *sym_uop(lower_ctx *c, int64_t v) {
+  for (int i = 0; sym_is(v) && i < c->nvars; i++)
+    if (c->var_id[i] == sym_var(v)) return uop_add(uop_mul(c->vars[i], uop_idx(sym_coef(v))), uop_idx(sym_add_of(v)));
+  return uop_idx(sym_is(v) ? sym_hi(v) : v); /* not a kernel variable: the spec check prevents it */
+}
+
+static int64_t sym_dim_of(const uop *u, int i) { return u->sym && u->sym[i] ? u->sym[i] : uop_shape(u)[i]; }
+
+/* Each kernel dim's symbolic size: the output's dims, then the reduced dims of the first
+ * reduction (as kshape_init orders them). */
+static void setup_dsym(lower_ctx *c, uop *ast, uop *r) {
+  const kshape *ks = c->ks;
+  for (int d = 0; d < ks->nout; d++) c->dsym[d] = ast->src[0]->sym ? ast->src[0]->sym[d] : 0;
+  for (int j = 0; r && j < ks->nred && r->narg - 1 == ks->nred; j++) c->dsym[ks->nout + j] = r->src[0]->sym ? r->src[0]->sym[r->arg[1 + j]] : 0;
+}
+
+/* A loop over a whole variable dim (not split, not padded) ends at its size: no mask. */
+static uop *sym_range_end(lower_ctx *c, int i) {
+  const kaxis *x = &c->ks->ax[i];
+  int d = x->dim;
+  if (!c->dsym[d] || x->kind != AX_REDUCE || x->size != c->ks->size[d] || c->ks->padded[d] != c->ks->size[d]) return NULL;
+  c->bounded[d] = true;
+  return sym_uop(c, c->dsym[d]);
 }
 
 /* Row-major flat index of idx in shape. */
@@ -90,8 +138,9 @@ static uop *dim_index(lower_ctx *c, int d) {
 
 /* Inside the true size (only padded dims can leave it). */
 static uop *dim_valid(lower_ctx *c, int d, uop *idx) {
-  if (c->ks->padded[d] == c->ks->size[d]) return uop_const_bool(true);
-  return uop_alu(OP_CMPLT, idx, uop_idx(c->ks->size[d]));
+  uop *v = c->ks->padded[d] == c->ks->size[d] ? uop_const_bool(true) : uop_alu(OP_CMPLT, idx, uop_idx(c->ks->size[d]));
+  if (c->dsym[d] && !c->bounded[d]) v = land(v, uop_alu(OP_CMPLT, idx, sym_uop(c, c->dsym[d]))); /* a variable dim */
+  return v;
 }
 
 /* The index a padded dim computes with: min(idx, size-1), spelled k - max(k - idx, 0) so its
@@ -199,9 +248,8 @@ static uop *lower_expand(lower_ctx *c, uop *x, uop **idx, int n, uop *valid) {
 }
 
 static uop *lower_shrink(lower_ctx *c, uop *x, uop **idx, int n, uop *valid) {
-  (void)c;
   uop *out[TG_MAX_DIMS];
-  for (int i = 0; i < n; i++) out[i] = uop_add(idx[i], uop_idx(x->arg[2 * i]));
+  for (int i = 0; i < n; i++) out[i] = uop_add(idx[i], sym_uop(c, x->arg[2 * i]));
   return make_index(x->src[0], out, n, valid);
 }
 
@@ -216,15 +264,13 @@ static uop *lower_flip(lower_ctx *c, uop *x, uop **idx, int n, uop *valid) {
 
 /* Padded positions are invalid: loads there are masked and the value is 0. */
 static uop *lower_pad(lower_ctx *c, uop *x, uop **idx, int n, uop *valid) {
-  (void)c;
   uop *out[TG_MAX_DIMS], *inside = uop_const_bool(true);
-  const int64_t *s = uop_shape(x->src[0]);
   for (int i = 0; i < n; i++) {
     int64_t before = x->arg[2 * i];
-    out[i] = uop_add(idx[i], uop_idx(-before));
+    out[i] = sym_is(before) ? uop_alu(OP_SUB, idx[i], sym_uop(c, before)) : uop_add(idx[i], uop_idx(-before));
     if (!before && !x->arg[2 * i + 1]) continue;
     uop *ge = uop_new1(OP_NOT, TG_BOOL, uop_alu(OP_CMPLT, out[i], uop_idx(0)));
-    inside = land(inside, land(ge, uop_alu(OP_CMPLT, out[i], uop_idx(s[i]))));
+    inside = land(inside, land(ge, uop_alu(OP_CMPLT, out[i], sym_uop(c, sym_dim_of(x->src[0], i)))));
   }
   uop *v = make_index(x->src[0], out, n, land(valid, inside));
   return uop_new3(OP_WHERE, x->dtype, inside, v, uop_const(x->dtype, 0));
@@ -240,7 +286,6 @@ static uop *reduce_identity(uop_op op, tg_dtype dt) {
 /* A reduction over dims that are not the kernel's first: plain loops. */
 static uop *reduce_plain(lower_ctx *c, uop *x, uop **idx, int n, uop *valid) {
   uop *out[TG_MAX_DIMS], *src[TG_MAX_DIMS + 1];
-  const int64_t *s = uop_shape(x->src[0]);
   int nr = 0;
   memcpy(out, idx, sizeof(uop *) * (size_t)n);
   int64_t first = (int64_t)(intptr_t)ptrmap_get(&c->plain_ranges, x) - 1;
@@ -251,7 +296,7 @@ static uop *reduce_plain(lower_ctx *c, uop *x, uop **idx, int n, uop *valid) {
   }
   for (int i = 1; i < x->narg; i++) {
     int ax = (int)x->arg[i];
-    out[ax] = src[1 + nr++] = new_range(first + i - 1, s[ax], RANGE_REDUCE);
+    out[ax] = src[1 + nr++] = new_range_to(first + i - 1, sym_uop(c, sym_dim_of(x->src[0], ax)), RANGE_REDUCE);
   }
   src[0] = make_index(x->src[0], out, n, valid);
   int64_t arg[2] = {x->arg[0], 1};
@@ -682,7 +727,10 @@ static void setup_axes(lower_ctx *c, int stage) {
       c->var[i] = c->lane_range = new_range(i, x->size, RANGE_LANE);
       c->lanes = x->size;
     } else if (x->kind == AX_GLOBAL) c->var[i] = new_range(i, x->size, RANGE_GLOBAL);
-    else if (x->kind == AX_REDUCE) c->var[i] = new_range(i, x->size, RANGE_REDUCE);
+    else if (x->kind == AX_REDUCE) {
+      uop *end = sym_range_end(c, i);
+      c->var[i] = end ? new_range_to(i, end, RANGE_REDUCE) : new_range(i, x->size, RANGE_REDUCE);
+    }
     else if (x->kind == AX_THREAD || (x->kind == AX_GROUP && stage == STAGE_PARTIAL))
       c->var[i] = new_range(i, x->size, RANGE_PARALLEL);
     else if (x->kind == AX_LOCAL || (x->kind == AX_GROUP && ks->local_max > 1))
@@ -764,6 +812,8 @@ uop *lower_kernel(uop *ast, const kshape *ks_in, int stage, kernel_info *info) {
   }
   lower_ctx c = {.ks = ks_in, .stage = stage, .lane = -1, .out_numel = shape_numel(ast->arg, ast->narg)};
   kernel_facts(ast, info);
+  setup_vars(&c, ast);
+  setup_dsym(&c, ast, first_reduce(ast));
   setup_axes(&c, stage);
   uop *sink = lower_stores(&c, ast, info);
   sink = graph_rewrite(sink, tables(0), &c);

@@ -31,6 +31,8 @@ struct tg_gpt2 {
   float *wte_host, *wpe_host; /* float32 host copies for the cached steps' row gathers (made at the first) */
   bool use_jit;               /* one-token steps replay a tg_jit (tg_gpt2_use_jit) */
   tg_jit *jit;                /* recorded for the current cache; freed by tg_gpt2_reset */
+  tg_symvar *pos;             /* start_pos in [0, pos_max]: one-token steps attend over cache[:pos+1] */
+  int64_t pos_max;
 };
 
 /* ---------------------------------------------------------------- the tensor table */
@@ -537,12 +539,13 @@ static tg_tensor *put_at(tg_tensor *c, tg_tensor *t, tg_tensor *pos) {
 
 /* Attention of one query at position pos over the cache with k and v written at pos (the
  * cache assigned: the JIT's state). The new values equal the old ones but at pos, so kernels
- * reading the cache before or after the assign compute the same. */
-static tg_tensor *attend_at(tg_kv_cache *c, tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_tensor *pos) {
-  int64_t n = c->max_len, row[2] = {1, n};
+ * reading the cache before or after the assign compute the same. The keys and values
+ * attended are cache[:, :, :start_pos + 1], a variable size (docs/symbolic.md): one set of
+ * kernels serves every position, and each step reads only the positions written so far. */
+static tg_tensor *attend_at(tg_kv_cache *c, tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_tensor *pos, tg_symvar *start) {
   tg_tensor *kn = put_at(c->k, k, pos), *vn = put_at(c->v, v, pos);
-  tg_tensor *keep = tg_le(tg_reshape(tg_arange(0, (double)n, 1, TG_INT32), row, 2), pos);
-  tg_tensor *o = tg_scaled_dot_product_attention(q, kn, vn, keep, false);
+  int64_t from[4] = {0, 0, 0, 0}, to[4] = {tg_dim(kn, 0), tg_dim(kn, 1), tg_var_dim(start, 1), tg_dim(kn, 3)};
+  tg_tensor *o = tg_scaled_dot_product_attention(q, tg_shrink(kn, from, to), tg_shrink(vn, from, to), NULL, false);
   return tg_assign(c->k, kn) < 0 || tg_assign(c->v, vn) < 0 ? NULL : o;
 }
 
@@ -557,7 +560,7 @@ static tg_tensor *block(const tg_gpt2 *m, const layer *ly, tg_tensor *x, tg_kv_c
   tg_tensor *both[2] = {x, a};
   if ((cache && !pos && tg_realize_many(both, 2) < 0) || tg_split(a, sizes, 3, 2, qkv) < 0) return NULL;
   tg_tensor *q = heads(qkv[0], c->n_head), *k = heads(qkv[1], c->n_head), *v = heads(qkv[2], c->n_head);
-  tg_tensor *o = pos     ? attend_at(cache, q, k, v, pos)
+  tg_tensor *o = pos     ? attend_at(cache, q, k, v, pos, m->pos)
                  : cache ? tg_attention(q, k, v, cache, true)
                          : tg_scaled_dot_product_attention(q, k, v, NULL, true);
   o = tg_reshape(tg_transpose(o, 1, 2), back, 3);
@@ -646,6 +649,12 @@ static int decode_fn(void *ctx, tg_tensor *const *in, int nin, tg_tensor **out, 
 /* A one-token step through the JIT (recorded on the first calls, then replayed): the caches'
  * positions advance here, as tg_attention advances them on the other path. */
 static tg_tensor *jit_step(tg_gpt2 *m, tg_tensor *x, int64_t p) {
+  int64_t top = m->cache[0].max_len - 1;
+  if (!m->pos || m->pos_max != top) { /* a variable per cache length (they live until exit) */
+    if (!(m->pos = tg_variable("start_pos", 0, top))) return NULL;
+    m->pos_max = top;
+  }
+  if (tg_var_bind(m->pos, p) < 0) return NULL;
   if (!m->jit && !(m->jit = tg_jit_new(decode_fn, m))) return NULL;
   int32_t p32 = (int32_t)p;
   int64_t one = 1;

@@ -711,8 +711,11 @@ static void render_acc_final(lr *r, uop *u) {
 
 /* A loop over [0, n) (or [tg_start, tg_end) for the parallel range): a phi in its header.
  * A loop of a known count >= 1 tests at its end (already rotated). */
-static bool rotated(uop *range) { return range->arg[1] != RANGE_PARALLEL && uop_const_ivalue(range->src[0]) >= 1; }
+static bool rotated(uop *range) {
+  return range->arg[1] != RANGE_PARALLEL && range->src[0]->op == OP_CONST && uop_const_ivalue(range->src[0]) >= 1;
+}
 static const char *loop_end(lr *r, uop *range) {
+  if (range->arg[1] != RANGE_PARALLEL && range->src[0]->op != OP_CONST) return opnd(r, range->src[0], 0); /* a variable's (docs/symbolic.md) */
   return range->arg[1] == RANGE_PARALLEL ? "%tg_end" : sf(r, "%lld", (long long)uop_const_ivalue(range->src[0]));
 }
 

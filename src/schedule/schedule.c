@@ -22,6 +22,7 @@
 #include "codegen/codegen.h"
 #include "device/device.h"
 #include "tensor/tensor.h"
+#include "tensor/variable.h"
 #include "uop/dtype.h"
 #include "uop/rewrite.h"
 
@@ -251,11 +252,44 @@ static uop *value_rule(void *ctx, uop *u, uop **cap) {
   return one ? uop_new(OP_RESHAPE, u->dtype, &one, 1, NULL, 0) : NULL;
 }
 
+/* ---- symbolic sizes (docs/symbolic.md)
+ * A value with a variable dim is stored at its layout size; only [0, size) of that dim holds
+ * elements. Where such a value is read from its buffer (a realized node, another kernel's
+ * output), the buffer is viewed as SHRINK(buffer, [0, size)) so its readers see the variable
+ * dim, and reductions over it stop at the bound value. */
+static uop *sym_view(uop *x, const uop *like) {
+  if (!like->sym || !x) return x;
+  int64_t arg[2 * TG_MAX_DIMS];
+  for (int i = 0; i < like->ndim; i++) arg[2 * i] = 0, arg[2 * i + 1] = like->sym[i] ? like->sym[i] : uop_shape(x)[i];
+  return uop_new(OP_SHRINK, x->dtype, &x, 1, arg, 2 * like->ndim);
+}
+
+/* The variables the kernel's sizes name, as SINK sources after expr: DEFINE_VAR [id, min, max]
+ * of a 0-d view of the variable's buffer on the kernel's device (its value when it runs). */
+static int kernel_vars(kctx *k, uop *expr, uop **out, int cap) {
+  uop **order;
+  int n = uop_toposort(expr, &order), nv = 0, rc = n < 0 ? TG_ERR_NOMEM : 0;
+  for (int i = 0; i < n && !rc; i++) {
+    int id = uop_sym_var(order[i]);
+    bool seen = !id;
+    for (int j = 0; j < nv && !seen; j++) seen = out[j]->arg[0] == id;
+    if (seen) continue;
+    if (nv == cap) { rc = tg_set_error(TG_ERR_ARG, "schedule: a kernel with more than %d variables", cap); break; }
+    int64_t value, one = 1, def[3] = {id, uvar_min(id), uvar_max(id)};
+    uop *buf = var_buffer(id, k->dev, &value), *p = buf ? to_param(k, buf, &one, 1) : NULL;
+    uop *view = p ? uop_new(OP_RESHAPE, TG_INT64, &p, 1, NULL, 0) : NULL;
+    if (!(out[nv] = view ? uop_new(OP_DEFINE_VAR, TG_INT64, &view, 1, def, 3) : NULL)) rc = tg_error_status_or(TG_ERR_NOMEM);
+    else nv++;
+  }
+  free(n > 0 ? order : NULL);
+  return rc < 0 ? rc : nv;
+}
+
 /* Inputs of a kernel: other roots and buffers become PARAM slots. */
 static uop *param_rule(void *ctx, uop *u, uop **cap) {
   (void)cap;
   uop *buf = stored_input(ctx, u);
-  return buf ? to_param(ctx, buf, uop_shape(buf), uop_ndim(buf)) : NULL;
+  return buf ? sym_view(to_param(ctx, buf, uop_shape(buf), uop_ndim(buf)), u) : NULL;
 }
 
 /* A reshape of a stored input is the same buffer under another shape (buffers are contiguous):
@@ -265,7 +299,7 @@ static uop *param_rule(void *ctx, uop *u, uop **cap) {
 static uop *reshaped_param_rule(void *ctx, uop *u, uop **cap) {
   uop *x = cap['x' - 'a'];
   while (x->op == OP_RESHAPE) x = x->src[0];
-  uop *buf = stored_input(ctx, x);
+  uop *buf = x->sym || u->sym ? NULL : stored_input(ctx, x); /* variable dims: param_rule's view */
   return buf ? to_param(ctx, buf, uop_shape(u), uop_ndim(u)) : NULL;
 }
 
@@ -302,14 +336,18 @@ static uop *kernel_ast(kctx *k, uop *root) {
   if (expr->op == OP_VALUE) expr = value_rule(k, expr, NULL);
   else if (expr->op == OP_BUFFER || (expr != root && is_root(k->s, expr))) expr = param_rule(k, expr, NULL);
   else if (n) expr = uop_replace_src(expr, src, n);
-  return uop_new(OP_SINK, root->dtype, &expr, 1, uop_shape(expr), uop_ndim(expr));
+  enum { MAX_VARS = 8 };
+  uop *sink[1 + MAX_VARS] = {expr};
+  int nv = expr ? kernel_vars(k, expr, sink + 1, MAX_VARS) : 0;
+  if (nv < 0) return NULL;
+  return uop_new(OP_SINK, root->dtype, sink, 1 + nv, uop_shape(expr), uop_ndim(expr));
 }
 
 /* ---- realized substitution */
 
 static uop *realized_rule(void *ctx, uop *u, uop **cap) {
   (void)ctx, (void)cap;
-  return u->op == OP_GRADFN ? u->src[0] : uop_realized(u); /* GRADFN only matters to autograd */
+  return u->op == OP_GRADFN ? u->src[0] : sym_view(uop_realized(u), u); /* GRADFN only matters to autograd */
 }
 /* DETACH only matters to autograd: kernels never see it */
 static uop *strip_detach(void *ctx, uop *u, uop **cap) {

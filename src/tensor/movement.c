@@ -5,6 +5,7 @@
 
 #include "tensor/shape.h"
 #include "tensor/tensor.h"
+#include "tensor/variable.h"
 
 #define POOL_BEGIN size_t pool_mark_ = uop_pool_mark()
 #define POOL_END(u) do { tg_tensor *r_ = tensor_wrap(u); uop_pool_release(pool_mark_); return r_; } while (0)
@@ -18,27 +19,48 @@ static bool check_rank(const char *op, int nd) {
   return false;
 }
 
+/* A reshape may move a variable dim among size-1 dims and reshape the plain dims around it,
+ * but the dim stays one dim of the same size at the same place in the layout: the variables'
+ * dims of x and r, in order, are equal and each has as many layout elements before it. */
+static bool reshape_keeps_vars(uop *x, uop *r) {
+  int i = 0, j = 0, nx = uop_ndim(x), nr = uop_ndim(r);
+  int64_t bx = 1, br = 1;
+  char a[64], b[256];
+  for (;;) {
+    while (i < nx && !sym_is(sym_dim(x, i))) ck_mul(bx, uop_shape(x)[i++], &bx);
+    while (j < nr && !sym_is(sym_dim(r, j))) ck_mul(br, uop_shape(r)[j++], &br);
+    if (i == nx && j == nr) return true;
+    if (i == nx || j == nr || sym_dim(x, i) != sym_dim(r, j) || bx != br) break;
+    ck_mul(bx, uop_shape(x)[i++], &bx), ck_mul(br, uop_shape(r)[j++], &br);
+  }
+  int64_t d = i < nx ? sym_dim(x, i) : sym_dim(r, j);
+  tensor_error("reshape: the variable dim %s of %s must stay a dim of its own (size-1 dims may come and go around it)",
+               sym_str(d, a, sizeof a), shape_str(b, sizeof b, x));
+  return false;
+}
+
 tg_tensor *tg_reshape(tg_tensor *t, const int64_t *shape, int ndim) {
   if (!t) return null_arg("reshape");
   char a[256], b[256];
   if (!check_rank("reshape", ndim)) return NULL;
   if (ndim && !shape) return tensor_error("reshape: shape is NULL (rank %d)", ndim);
-  int64_t out[TG_MAX_DIMS], known = 1, numel = tg_numel(t);
+  int64_t out[TG_MAX_DIMS], arg[TG_MAX_DIMS], known = 1, numel = tg_numel(t);
   int infer = -1;
+  if (!sym_arg_check("reshape", shape, ndim, out)) return NULL;
   for (int i = 0; i < ndim; i++) {
-    out[i] = shape[i];
+    arg[i] = shape[i]; /* a symbolic size stays in the node's argument; out has its layout */
     if (shape[i] == -1 && infer < 0) { infer = i; continue; }
-    if (shape[i] < 0)
+    if (out[i] < 0)
       return tensor_error("reshape: invalid target %s (one -1 allowed, sizes >= 0) for %s",
                           tg_fmt_shape(a, sizeof a, shape, ndim), shape_str(b, sizeof b, t->u));
-    if (!ck_mul(known, shape[i], &known))
+    if (!ck_mul(known, out[i], &known))
       return shape_error("reshape: target %s has more than 2^63 elements", tg_fmt_shape(a, sizeof a, shape, ndim));
   }
   if (infer >= 0) {
     if (known == 0 || numel % known)
       return tensor_error("reshape: cannot infer -1 in %s from %s", tg_fmt_shape(a, sizeof a, shape, ndim),
                           shape_str(b, sizeof b, t->u));
-    out[infer] = numel / known;
+    arg[infer] = out[infer] = numel / known;
     known = numel;
   }
   if (known != numel)
@@ -46,7 +68,9 @@ tg_tensor *tg_reshape(tg_tensor *t, const int64_t *shape, int ndim) {
                         (long long)numel, tg_fmt_shape(a, sizeof a, shape, ndim));
   if (!shape_check("reshape", out, ndim, tg_get_dtype(t))) return NULL; /* e.g. (0,) to (0, 2^62, 2^62) */
   POOL_BEGIN;
-  POOL_END(ushape_reshape(t->u, out, ndim));
+  uop *r = ushape_reshape(t->u, arg, ndim);
+  if (r && !reshape_keeps_vars(t->u, r)) r = NULL;
+  POOL_END(r);
 }
 
 tg_tensor *tg_permute(tg_tensor *t, const int *order, int ndim) {
@@ -75,16 +99,18 @@ tg_tensor *tg_expand(tg_tensor *t, const int64_t *shape, int ndim) {
   if (!check_rank("expand", ndim)) return NULL;
   if (ndim < nd || (ndim && !shape))
     return tensor_error("expand: cannot expand %s to rank %d", shape_str(b, sizeof b, t->u), ndim);
-  int64_t padded[TG_MAX_DIMS], out[TG_MAX_DIMS];
-  for (int i = 0; i < ndim; i++) {
-    int64_t have = i < ndim - nd ? 1 : uop_shape(t->u)[i - (ndim - nd)];
+  int64_t padded[TG_MAX_DIMS], out[TG_MAX_DIMS], lay[TG_MAX_DIMS];
+  if (!sym_arg_check("expand", shape, ndim, NULL)) return NULL;
+  for (int i = 0; i < ndim; i++) { /* a variable dim (of t or of shape) expands from 1 or stays */
+    int64_t have = i < ndim - nd ? 1 : sym_dim(t->u, i - (ndim - nd));
     int64_t want = shape[i] == -1 && i >= ndim - nd ? have : shape[i];
-    if (want < 0 || (have != want && have != 1))
+    bool same = have == want || (!sym_is(want) && sym_hi(have) == want);
+    if ((want < 0 && !sym_is(want)) || (!same && have != 1))
       return tensor_error("expand: cannot expand %s to %s", shape_str(b, sizeof b, t->u),
                           tg_fmt_shape(a, sizeof a, shape, ndim));
-    padded[i] = have, out[i] = want;
+    padded[i] = sym_hi(have), out[i] = same ? have : want, lay[i] = sym_hi(out[i]);
   }
-  if (!shape_check("expand", out, ndim, tg_get_dtype(t))) return NULL;
+  if (!shape_check("expand", lay, ndim, tg_get_dtype(t))) return NULL;
   POOL_BEGIN;
   POOL_END(ushape_expand(ushape_reshape(t->u, padded, ndim), out, ndim));
 }
@@ -131,8 +157,29 @@ static tg_tensor *pad_const(tg_tensor *t, const int64_t *pb, const int64_t *pa, 
   POOL_END(p);
 }
 
+/* A pad by amounts of a variable, or of a variable dim: amounts >= 0 over its whole range. */
+static tg_tensor *pad_sym(tg_tensor *t, const int64_t *before, const int64_t *after, double value) {
+  int nd = tg_ndim(t);
+  char b[256];
+  for (int i = 0; i < nd; i++) {
+    int64_t args[3] = {before[i], after[i], sym_dim(t->u, i)};
+    if (!sym_arg_check("pad", args, 3, NULL)) return NULL;
+    for (int hi = 0; hi < 2; hi++)
+      if (sym_end(before[i], hi) < 0 || sym_end(after[i], hi) < 0)
+        return tensor_error("pad: a variable amount on axis %d of %s must be >= 0 over the variable's range", i, shape_str(b, sizeof b, t->u));
+  }
+  return pad_const(t, before, after, value);
+}
+
+static bool any_sym(const tg_tensor *t, const int64_t *a, const int64_t *b) {
+  bool any = t->u->sym != NULL;
+  for (int i = 0; i < tg_ndim(t) && !any; i++) any = sym_is(a[i]) || sym_is(b[i]) || a[i] == SYM_BAD || b[i] == SYM_BAD;
+  return any;
+}
+
 tg_tensor *tg_pad(tg_tensor *t, const int64_t *before, const int64_t *after, double value) {
   if (!t) return null_arg("pad");
+  if (tg_ndim(t) && before && after && any_sym(t, before, after)) return pad_sym(t, before, after, value);
   int64_t st[TG_MAX_DIMS], en[TG_MAX_DIMS], pb[TG_MAX_DIMS], pa[TG_MAX_DIMS], out[TG_MAX_DIMS];
   if (!split_pad("pad", t, before, after, st, en, pb, pa, out)) return NULL;
   tg_scope *s = tg_scope_begin();
@@ -148,11 +195,15 @@ tg_tensor *tg_shrink(tg_tensor *t, const int64_t *starts, const int64_t *ends) {
   int64_t arg[2 * TG_MAX_DIMS];
   bool any = false;
   char b[256];
-  for (int i = 0; i < nd; i++) {
-    int64_t n = uop_shape(t->u)[i];
-    if (starts[i] < 0 || ends[i] < starts[i] || ends[i] > n)
-      return tensor_error("shrink: [%lld, %lld) out of bounds on axis %d of %s", (long long)starts[i],
-                          (long long)ends[i], i, shape_str(b, sizeof b, t->u));
+  for (int i = 0; i < nd; i++) { /* variable bounds and dims: in bounds at both ends of the range */
+    int64_t n = sym_dim(t->u, i), args[3] = {starts[i], ends[i], n};
+    if (!sym_arg_check("shrink", args, 3, NULL)) return NULL;
+    for (int hi = 0; hi < 2; hi++) {
+      int64_t st = sym_end(starts[i], hi), en = sym_end(ends[i], hi);
+      if (st < 0 || en < st || en > sym_end(n, hi))
+        return tensor_error("shrink: [%s, %s) out of bounds on axis %d of %s", sym_str(starts[i], b, 64), sym_str(ends[i], b + 64, 64),
+                            i, shape_str(b + 128, sizeof b - 128, t->u));
+    }
     arg[2 * i] = starts[i], arg[2 * i + 1] = ends[i], any |= starts[i] != 0 || ends[i] != n;
   }
   POOL_BEGIN;
@@ -168,6 +219,7 @@ tg_tensor *tg_flip(tg_tensor *t, const int *axes, int naxes) {
     int ax = axes[i];
     if (!normalize_axis("flip", &ax, nd, AXIS_OF_SCALAR)) return NULL;
     if (arg[ax]) return tensor_error("flip: axis %d repeated", axes[i]);
+    if (nd && sym_is(sym_dim(t->u, ax))) return tensor_error("flip: axis %d has a variable size: not supported", axes[i]);
     arg[ax] = 1;
   }
   POOL_BEGIN;

@@ -4,6 +4,7 @@
 #include "device/device.h"
 #include "schedule/schedule.h"
 #include "tensor/shape.h"
+#include "tensor/variable.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -159,8 +160,17 @@ static void mixed_devices(uop *u, int *a, int *b) {
   }
 }
 
+/* Two variables met in one dim (an op on tensors sized by different variables). */
+static bool sym_conflict(const uop *u) {
+  for (int i = 0; u->sym && i < u->ndim; i++)
+    if (u->sym[i] == SYM_BAD) return true;
+  return false;
+}
+
 tg_tensor *tensor_wrap(uop *u) {
   if (!u || !shape_check_uop("tensor result", u)) return NULL; /* every tensor's shape is valid (shape.h) */
+  if (sym_conflict(u))
+    return tensor_error("%s: dims sized by two different variables (or beyond one's range) meet: not supported", uop_ops[u->op].name);
   if (u->device == DEVICE_MIXED) { /* the one place every op's result passes */
     int a = DEVICE_NONE, b = DEVICE_NONE;
     mixed_devices(u, &a, &b);
@@ -230,7 +240,8 @@ static uop *ubroadcast_scalar(uop *c, const int64_t *shape, int nd) {
   return c ? ushape_expand(ushape_reshape(c, ones, nd), shape, nd) : NULL;
 }
 
-uop *uconst_like(uop *x, double v, tg_dtype dt) { return ubroadcast_scalar(uop_const(dt, v), uop_shape(x), uop_ndim(x)); }
+/* With x's variable dims (a constant padded by a variable amount must have them). */
+uop *uconst_like(uop *x, double v, tg_dtype dt) { return sym_like(ubroadcast_scalar(uop_const(dt, v), uop_shape(x), uop_ndim(x)), x); }
 
 static uop *uiota(int64_t n) { return uop_new(OP_IOTA, TG_INT64, NULL, 0, &n, 1); }
 
@@ -403,7 +414,7 @@ static bool carries_gradient(const uop *u) { return dtype_is_float(u->dtype) && 
  * taken through — unless no gradient can flow through it: then the buffer replaces it and the
  * history can be freed. */
 static void attach_buffer(tg_tensor *t, uop *buf) {
-  if (!carries_gradient(t->u)) tensor_set_value(t, buf);
+  if (!carries_gradient(t->u) && !t->u->sym) tensor_set_value(t, buf); /* a variable dim lives in the node */
   else uop_set_realized(t->u, buf);
   uop_decref(buf);
 }
@@ -465,6 +476,7 @@ int tg_realize(tg_tensor *t) {
 
 int tg_to_host(tg_tensor *t, void *dst, size_t nbytes) {
   if (!t) return null_arg("to_host"), TG_ERR_ARG;
+  if (t->u->sym) return sym_to_host(t, dst, nbytes); /* the elements at the bound values */
   size_t need = (size_t)tg_numel(t) * tg_dtype_size(t->u->dtype);
   if (!dst && need) return tg_set_error(TG_ERR_ARG, "to_host: dst is NULL");
   if (nbytes != need) {

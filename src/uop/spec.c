@@ -114,9 +114,23 @@ static const char *spec_gradfn(uop *u) {
 
 static const char *spec_reshape(uop *u) {
   uop *x = u->src[0];
-  const char *e = dims_error(u->arg, u->narg);
+  const char *e = dims_error(uop_shape(u), uop_ndim(u)); /* symbolic sizes: their layout */
   if (e) return e;
-  return shape_numel(u->arg, u->narg) == shape_numel(uop_shape(x), uop_ndim(x)) ? NULL : "element count changes";
+  return shape_numel(uop_shape(u), uop_ndim(u)) == shape_numel(uop_shape(x), uop_ndim(x)) ? NULL : "element count changes";
+}
+
+/* ---- symbolic sizes (docs/symbolic.md): a movement argument holds at both ends of its
+ * variable's range, and every dim of a node has one symbolic form (sym_is or 0) */
+
+static int64_t at_end(int64_t v, int hi) {
+  int id = sym_var(v);
+  return !id ? v : sym_at(v, hi ? uvar_max(id) : uvar_min(id));
+}
+
+static const char *sym_error(uop *u) {
+  for (int i = 0; u->sym && i < u->ndim; i++)
+    if (u->sym[i] == SYM_BAD) return "a dim mixes two variables or leaves their range";
+  return NULL;
 }
 
 static const char *spec_permute(uop *u) {
@@ -136,22 +150,29 @@ static const char *spec_expand(uop *u) {
   const int64_t *s = uop_shape(u->src[0]);
   if (u->narg != nd) return "shape has the wrong rank";
   for (int i = 0; i < nd; i++)
-    if (u->arg[i] != s[i] && (s[i] != 1 || u->arg[i] < 0)) return "expands an axis that is not 1";
-  return NULL;
+    if (uop_shape(u)[i] != s[i] && (s[i] != 1 || uop_shape(u)[i] < 0)) return "expands an axis that is not 1";
+  return sym_error(u);
 }
 
 static const char *spec_pad(uop *u) {
   if (u->narg != 2 * uop_ndim(u->src[0])) return "needs (before, after) per axis";
-  return dims_error(u->arg, u->narg) ? "negative padding" : NULL;
+  for (int hi = 0; hi < 2; hi++)
+    for (int i = 0; i < u->narg; i++)
+      if (at_end(u->arg[i], hi) < 0) return "negative padding";
+  return sym_error(u);
 }
 
 static const char *spec_shrink(uop *u) {
   int nd = uop_ndim(u->src[0]);
   const int64_t *s = uop_shape(u->src[0]);
   if (u->narg != 2 * nd) return "needs (start, end) per axis";
-  for (int i = 0; i < nd; i++)
-    if (u->arg[2 * i] < 0 || u->arg[2 * i] > u->arg[2 * i + 1] || u->arg[2 * i + 1] > s[i]) return "range outside the axis";
-  return NULL;
+  for (int hi = 0; hi < 2; hi++)
+    for (int i = 0; i < nd; i++) {
+      int64_t lo = at_end(u->arg[2 * i], hi), end = at_end(u->arg[2 * i + 1], hi);
+      int64_t n = at_end(u->src[0]->sym && u->src[0]->sym[i] ? u->src[0]->sym[i] : s[i], hi);
+      if (lo < 0 || lo > end || end > n) return "range outside the axis";
+    }
+  return sym_error(u);
 }
 
 static const char *spec_flip(uop *u) {
@@ -163,12 +184,18 @@ static const char *spec_flip(uop *u) {
 
 static const char *spec_sink(uop *u) { (void)u; return NULL; }
 
+/* DEFINE_VAR(view): [id, min, max] of a registered variable, read from a 0-d int64 view */
+static const char *spec_define_var(uop *u) {
+  if (u->narg != 3 || u->arg[0] != sym_var(sym_make((int)u->arg[0], 1, 0)) || u->dtype != TG_INT64) return "not a registered int64 variable";
+  return uop_ndim(u->src[0]) == 0 && u->src[0]->dtype == TG_INT64 ? NULL : "its source is not a 0-d int64 value";
+}
+
 static const spec_fn tensor_specs[OP_COUNT] = {
     [OP_BUFFER] = spec_buffer,   [OP_PARAM] = spec_buffer,     [OP_CONST] = spec_const,  [OP_VALUE] = spec_value,
     [OP_IOTA] = spec_iota,       [OP_REDUCE_AXIS] = spec_reduce, [OP_CONTIGUOUS] = spec_same,
     [OP_DETACH] = spec_same,     [OP_COPY] = spec_same,     [OP_GRADFN] = spec_gradfn,     [OP_RESHAPE] = spec_reshape,  [OP_PERMUTE] = spec_permute,
     [OP_EXPAND] = spec_expand,   [OP_PAD] = spec_pad,          [OP_SHRINK] = spec_shrink,
-    [OP_FLIP] = spec_flip,       [OP_SINK] = spec_sink,
+    [OP_FLIP] = spec_flip,       [OP_SINK] = spec_sink,        [OP_DEFINE_VAR] = spec_define_var,
 };
 
 static spec_fn spec_of(uop *u) {
@@ -182,7 +209,7 @@ static spec_fn spec_of(uop *u) {
 /* Ops a kernel AST may hold besides its root: what lower.c knows how to lower. */
 static bool kernel_op(uop *u) {
   return uop_is_alu(u) || uop_is_movement(u) || u->op == OP_PARAM || u->op == OP_CONST ||
-         u->op == OP_IOTA || u->op == OP_REDUCE_AXIS;
+         u->op == OP_IOTA || u->op == OP_REDUCE_AXIS || u->op == OP_DEFINE_VAR;
 }
 
 /* What is wrong with u alone (its sources already passed), or NULL. */
@@ -194,7 +221,8 @@ static const char *node_error(uop *u, bool kernel, uop *root) {
   for (int i = 0; i < u->nsrc; i++)
     if (uop_ndim(u->src[i]) < 0) return "a source has no shape";
   spec_fn f = spec_of(u);
-  return f ? f(u) : "no spec for this op";
+  const char *why = f ? f(u) : "no spec for this op";
+  return why ? why : sym_error(u);
 }
 
 static int report(const char *what, uop *u, const char *why) {
@@ -213,7 +241,9 @@ static int report(const char *what, uop *u, const char *why) {
 
 /* The kernel root: SINK(expr) with arg = expr's shape, one PARAM node per slot. */
 static const char *kernel_root_error(uop *ast) {
-  if (ast->op != OP_SINK || ast->nsrc != 1) return "root is not SINK(expr)";
+  if (ast->op != OP_SINK || ast->nsrc < 1) return "root is not SINK(expr)";
+  for (int i = 1; i < ast->nsrc; i++) /* then the variables its sizes name */
+    if (ast->src[i]->op != OP_DEFINE_VAR) return "root is not SINK(expr, DEFINE_VAR...)";
   uop *x = ast->src[0];
   if (ast->dtype != x->dtype) return "root dtype differs from expr";
   int nd = uop_ndim(x);

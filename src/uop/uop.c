@@ -158,11 +158,12 @@ void uop_pool_release(size_t mark) {
 
 static int shape_rank(uop_op op, uop *const *src, int nsrc, int narg);
 static void fill_shape(uop *u);
+static void fill_sym(uop *u);
 
 /* A new node, complete (shape included) before any other thread can see it. */
 static uop *make_node(uint64_t h, uop_op op, tg_dtype dt, int vc, uop *const *src, int nsrc, const int64_t *arg, int narg) {
   int nd = shape_rank(op, src, nsrc, narg);
-  size_t bytes = sizeof(uop) + (size_t)nsrc * sizeof(uop *) + (size_t)(narg + (nd > 0 ? nd : 0)) * sizeof(int64_t);
+  size_t bytes = sizeof(uop) + (size_t)nsrc * sizeof(uop *) + (size_t)(narg + 2 * (nd > 0 ? nd : 0)) * sizeof(int64_t);
   uop *u = calloc(1, bytes);
   if (!u) return NULL;
   u->op = (uint16_t)op, u->dtype = (uint8_t)dt, u->vcount = (uint8_t)vc, u->hash = h;
@@ -173,6 +174,7 @@ static uop *make_node(uint64_t h, uop_op op, tg_dtype dt, int vc, uop *const *sr
   for (int i = 0; i < nsrc; i++) uop_incref(u->src[i] = src[i]);
   if (narg) memcpy(u->arg, arg, (size_t)narg * sizeof *arg);
   fill_shape(u);
+  fill_sym(u);
   u->device = op == OP_COPY && narg > 0 && arg[0] > 0 && arg[0] < DEVICE_MIXED ? (uint8_t)arg[0] : DEVICE_NONE;
   if (op == OP_MULTI) u->device = DEVICE_MULTI;
   for (int i = 0; i < nsrc && op != OP_COPY && op != OP_MULTI; i++) { /* sources agree, or the node is mixed */
@@ -305,6 +307,21 @@ static int64_t view_size(const uop *u, int i, int64_t in) {
   return ok ? r : -1;
 }
 
+/* Does dim i of a PAD or SHRINK involve a symbolic size (its source's dim or an argument)? */
+static bool sym_view(const uop *u, int i) {
+  const uop *x = u->src[0];
+  return (x->sym && x->sym[i]) || sym_is(u->arg[2 * i]) || sym_is(u->arg[2 * i + 1]);
+}
+
+/* Dim i of a PAD or SHRINK as a symbolic size (SYM_BAD where it has none). */
+static int64_t sym_view_size(const uop *u, int i) {
+  const uop *x = u->src[0];
+  int64_t in = x->sym && x->sym[i] ? x->sym[i] : uop_shape(x)[i], lo = u->arg[2 * i], hi = u->arg[2 * i + 1];
+  return u->op == OP_PAD ? sym_add(sym_add(in, lo), hi) : sym_sub(hi, lo);
+}
+
+static int64_t sym_hi_or_bad(int64_t v) { return v == SYM_BAD ? -1 : sym_hi(v); }
+
 /* The rank of a node made from op, sources and arg (-1: kernel-level ops have no shape). */
 static int shape_rank(uop_op op, uop *const *src, int nsrc, int narg) {
   switch (op) {
@@ -313,7 +330,7 @@ static int shape_rank(uop_op op, uop *const *src, int nsrc, int narg) {
     case OP_IOTA: return 1;
     case OP_RESHAPE: case OP_EXPAND: return narg;
     case OP_SINK: case OP_INDEX: case OP_DEFINE_GLOBAL: case OP_RANGE: case OP_LOAD:
-    case OP_STORE: case OP_REDUCE: return -1;
+    case OP_STORE: case OP_REDUCE: case OP_DEFINE_VAR: return -1;
     default: return nsrc ? uop_ndim(src[0]) : -1;
   }
 }
@@ -332,17 +349,176 @@ static void fill_shape(uop *u) {
     default: break;
   }
   memcpy(u->shape, base, sizeof(int64_t) * (size_t)nd);
+  for (int i = 0; i < nd; i++)
+    if (sym_is(u->shape[i])) u->shape[i] = sym_hi(u->shape[i]); /* a symbolic size: its layout */
   bool views_ok = u->narg >= (u->op == OP_PERMUTE ? nd : 2 * nd);
   for (int i = 0; i < nd; i++) {
     switch (u->op) {
       case OP_PERMUTE: u->shape[i] = views_ok && u->arg[i] >= 0 && u->arg[i] < nd ? base[u->arg[i]] : -1; break;
-      case OP_PAD: case OP_SHRINK: u->shape[i] = views_ok ? view_size(u, i, u->shape[i]) : -1; break;
+      case OP_PAD: case OP_SHRINK: u->shape[i] = !views_ok ? -1 : sym_view(u, i) ? sym_hi_or_bad(sym_view_size(u, i)) : view_size(u, i, u->shape[i]); break;
       default: break;
     }
   }
   if (u->op == OP_REDUCE_AXIS)
     for (int i = 1; i < u->narg; i++)
       if (u->arg[i] >= 0 && u->arg[i] < nd) u->shape[u->arg[i]] = 1;
+}
+
+/* ---------------------------------------------------------------- symbolic sizes
+ * coef * var + add packed below -2^62: bits 61..48 the variable's id, 47..40 coef (int8),
+ * 39..0 add + 2^39. Variables live in a fixed registry: an id is published (count) after its
+ * entry is written, and entries never change but for the bound value. */
+
+enum { SYM_ADD_BITS = 40 };
+#define SYM_ADD_LIM (INT64_C(1) << (SYM_ADD_BITS - 1))
+
+static struct uvar {
+  char name[32];
+  int64_t min, max;
+  _Atomic int64_t value;
+  _Atomic bool bound;
+} uvars[SYM_MAX_VARS + 1];
+static _Atomic int uvar_count;
+static pthread_mutex_t uvar_lock = PTHREAD_MUTEX_INITIALIZER;
+
+int uvar_new(const char *name, int64_t min, int64_t max) {
+  if (min < 0 || max < min || max >= SYM_ADD_LIM / 128)
+    return tg_set_error(TG_ERR_ARG, "variable: range [%lld, %lld] must satisfy 0 <= min <= max < 2^32", (long long)min, (long long)max);
+  pthread_mutex_lock(&uvar_lock);
+  int id = atomic_load(&uvar_count) + 1;
+  if (id <= SYM_MAX_VARS) {
+    struct uvar *v = &uvars[id];
+    snprintf(v->name, sizeof v->name, "%s", name && name[0] ? name : "var");
+    v->min = min, v->max = max;
+    atomic_store(&uvar_count, id);
+  }
+  pthread_mutex_unlock(&uvar_lock);
+  return id <= SYM_MAX_VARS ? id : tg_set_error(TG_ERR_ARG, "variable: more than %d variables", SYM_MAX_VARS);
+}
+
+static bool uvar_ok(int id) { return id > 0 && id <= atomic_load(&uvar_count); }
+const char *uvar_name(int id) { return uvar_ok(id) ? uvars[id].name : "?"; }
+int64_t uvar_min(int id) { return uvar_ok(id) ? uvars[id].min : 0; }
+int64_t uvar_max(int id) { return uvar_ok(id) ? uvars[id].max : 0; }
+bool uvar_value(int id, int64_t *out) {
+  if (!uvar_ok(id) || !atomic_load(&uvars[id].bound)) return false;
+  *out = atomic_load(&uvars[id].value);
+  return true;
+}
+void uvar_set(int id, int64_t value) {
+  if (!uvar_ok(id)) return;
+  atomic_store(&uvars[id].value, value);
+  atomic_store(&uvars[id].bound, true);
+}
+
+int64_t sym_make(int id, int64_t coef, int64_t add) {
+  if (coef == 0) return add;
+  if (!uvar_ok(id) || coef < -128 || coef > 127 || add < -SYM_ADD_LIM || add >= SYM_ADD_LIM) return SYM_BAD;
+  uint64_t bits = (uint64_t)id << 48 | (uint64_t)(uint8_t)(int8_t)coef << SYM_ADD_BITS | (uint64_t)(add + SYM_ADD_LIM);
+  return INT64_MIN + (int64_t)bits;
+}
+
+static uint64_t sym_bits(int64_t v) { return (uint64_t)(v - INT64_MIN); }
+int sym_var(int64_t v) { return sym_is(v) ? (int)(sym_bits(v) >> 48 & 0x3fff) : 0; }
+int64_t sym_coef(int64_t v) { return sym_is(v) ? (int8_t)(uint8_t)(sym_bits(v) >> SYM_ADD_BITS) : 0; }
+int64_t sym_add_of(int64_t v) {
+  return sym_is(v) ? (int64_t)(sym_bits(v) & ((UINT64_C(1) << SYM_ADD_BITS) - 1)) - SYM_ADD_LIM : v;
+}
+
+int64_t sym_add(int64_t a, int64_t b) {
+  if (a == SYM_BAD || b == SYM_BAD) return SYM_BAD;
+  int va = sym_var(a), vb = sym_var(b);
+  if (va && vb && va != vb) return SYM_BAD; /* two variables in one size */
+  int64_t add;
+  if (!ck_add(sym_add_of(a), sym_add_of(b), &add)) return SYM_BAD;
+  return sym_make(va ? va : vb, sym_coef(a) + sym_coef(b), add);
+}
+
+int64_t sym_sub(int64_t a, int64_t b) {
+  if (b == SYM_BAD) return SYM_BAD;
+  if (!sym_is(b)) return b == INT64_MIN ? SYM_BAD : sym_add(a, -b);
+  return sym_add(a, sym_make(sym_var(b), -sym_coef(b), -sym_add_of(b)));
+}
+
+int64_t sym_at(int64_t v, int64_t x) { return sym_is(v) ? sym_coef(v) * x + sym_add_of(v) : v; }
+int64_t sym_hi(int64_t v) {
+  int id = sym_var(v);
+  return !id ? v : sym_at(v, sym_coef(v) > 0 ? uvars[id].max : uvars[id].min);
+}
+int64_t sym_lo(int64_t v) {
+  int id = sym_var(v);
+  return !id ? v : sym_at(v, sym_coef(v) > 0 ? uvars[id].min : uvars[id].max);
+}
+
+const char *sym_str(int64_t v, char *buf, size_t n) {
+  int64_t c = sym_coef(v), a = sym_add_of(v);
+  if (!sym_is(v)) snprintf(buf, n, "%lld", (long long)v);
+  else if (c == 1 || c == -1) snprintf(buf, n, "%s%s%+lld", c < 0 ? "-" : "", uvar_name(sym_var(v)), (long long)a);
+  else snprintf(buf, n, "%lld*%s%+lld", (long long)c, uvar_name(sym_var(v)), (long long)a);
+  size_t len = strlen(buf); /* "v+0" → "v" */
+  if (sym_is(v) && !a && len >= 2) buf[len - 2] = 0;
+  return buf;
+}
+
+/* ---- the symbolic dims of a node (u->sym), derived from its sources and arguments */
+
+/* Merge two symbolic forms of one dim: either, or SYM_BAD when two differ. */
+static int64_t sym_merge(int64_t a, int64_t b) { return !a ? b : !b || a == b ? a : SYM_BAD; }
+
+/* A reshape keeps a source's symbolic dim where the target has a dim of the same layout size
+ * after the same number of elements (layout row-major order): the dim is kept, only size-1
+ * dims and other plain dims change around it. */
+static void reshape_sym(uop *u, int64_t *out) {
+  const uop *x = u->src[0];
+  if (!x->sym) return;
+  int m = uop_ndim(x), n = u->ndim;
+  int64_t before = 1;
+  for (int i = 0; i < m; i++) {
+    if (x->sym[i]) {
+      int64_t tb = 1;
+      for (int j = 0; j < n; j++) {
+        if (tb == before && u->shape[j] == x->shape[i] && !out[j]) { out[j] = x->sym[i]; break; }
+        if (!ck_mul(tb, u->shape[j] < 0 ? 0 : u->shape[j], &tb)) break;
+      }
+    }
+    if (!ck_mul(before, x->shape[i] < 0 ? 0 : x->shape[i], &before)) return;
+  }
+}
+
+static void fill_sym(uop *u) {
+  int nd = u->ndim;
+  if (nd <= 0) return;
+  int64_t *out = u->shape + nd;
+  bool from_args = u->op == OP_RESHAPE || u->op == OP_EXPAND;
+  for (int i = 0; i < nd; i++) {
+    int64_t v = 0;
+    if (from_args) v = sym_is(u->arg[i]) ? u->arg[i] : 0;
+    if (u->op == OP_EXPAND && !v && u->src[0]->sym && u->arg[i] == uop_shape(u->src[0])[i]) v = u->src[0]->sym[i];
+    if (u->op == OP_PAD || u->op == OP_SHRINK) {
+      int64_t r = u->narg >= 2 * nd && sym_view(u, i) ? sym_view_size(u, i) : 0;
+      v = sym_is(r) || r == SYM_BAD ? r : 0;
+    }
+    if (u->op == OP_PERMUTE && u->src[0]->sym && u->arg[i] >= 0 && u->arg[i] < nd) v = u->src[0]->sym[u->arg[i]];
+    out[i] = v;
+  }
+  if (u->op == OP_RESHAPE) reshape_sym(u, out);
+  bool elementwise = uop_is_alu(u) || (u->nsrc >= 1 && !uop_is_movement(u) && u->op != OP_MULTI && u->op != OP_SINK);
+  for (int s = 0; elementwise && s < (u->op == OP_GRADFN ? 1 : u->nsrc); s++) /* same-shaped sources: one symbolic form per dim */
+    for (int i = 0; u->src[s]->sym && uop_ndim(u->src[s]) == nd && i < nd; i++) out[i] = sym_merge(out[i], u->src[s]->sym[i]);
+  if (u->op == OP_REDUCE_AXIS)
+    for (int i = 1; i < u->narg; i++)
+      if (u->arg[i] >= 0 && u->arg[i] < nd) out[u->arg[i]] = 0;
+  for (int i = 0; i < nd; i++)
+    if (out[i]) { u->sym = out; return; }
+}
+
+int uop_sym_var(const uop *u) {
+  for (int i = 0; u->sym && i < u->ndim; i++)
+    if (sym_is(u->sym[i])) return sym_var(u->sym[i]);
+  bool args = u->op == OP_RESHAPE || u->op == OP_EXPAND || u->op == OP_PAD || u->op == OP_SHRINK;
+  for (int i = 0; args && i < u->narg; i++)
+    if (sym_is(u->arg[i])) return sym_var(u->arg[i]);
+  return 0;
 }
 
 /* ---------------------------------------------------------------- traversal */

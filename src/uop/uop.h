@@ -46,6 +46,9 @@
   X(BUFFER, 0, UOP_FLAG_TENSOR) X(PARAM, 0, UOP_FLAG_TENSOR)                    \
   X(CONST, 0, UOP_FLAG_TENSOR | UOP_FLAG_KERNEL) X(IOTA, 0, UOP_FLAG_TENSOR)    \
   X(VALUE, 0, UOP_FLAG_TENSOR) /* a user's scalar: a kernel argument, see uop_value */ \
+  /* a kernel's symbolic variable (docs/symbolic.md): arg [id, min, max], src[0] the 0-d int64 \
+   * view of the variable's buffer; only among a kernel SINK's sources after the first */   \
+  X(DEFINE_VAR, 1, UOP_FLAG_TENSOR | UOP_FLAG_KERNEL)                            \
   X(REDUCE_AXIS, 1, UOP_FLAG_TENSOR) X(CONTIGUOUS, 1, UOP_FLAG_TENSOR)          \
   X(DETACH, 1, UOP_FLAG_TENSOR) /* stop gradients; stripped by the scheduler */ \
   X(GRADFN, -1, UOP_FLAG_TENSOR) /* value src[0]; custom derivative for src[1..] */ \
@@ -95,7 +98,9 @@ struct uop {
   int32_t ndim;       /* tensor shape rank (-1: none, for kernel-level ops) */
   uop **src;
   int64_t *arg;
-  int64_t *shape;     /* tensor shape (ndim entries, in the node's own allocation) */
+  int64_t *shape;     /* tensor shape (ndim entries, in the node's own allocation); a dim that
+                         depends on a variable holds its largest value: the layout */
+  int64_t *sym;       /* NULL, or per dim 0 (a plain size) or the symbolic size (sym_is) */
   uop *next;          /* intern chain (after death: the list of nodes being freed) */
   uint8_t device;     /* where its value lives: DEVICE_NONE, a device index + 1, DEVICE_MIXED */
   uint8_t vcount;     /* vector lanes of a kernel value (0: a scalar), like tinygrad's dtype.vec(n):
@@ -170,6 +175,37 @@ uop *uop_alu(uop_op op, uop *a, uop *b); /* binary ALU; dtype: bool for CMP ops,
 static inline int uop_ndim(const uop *u) { return u->ndim; }
 static inline const int64_t *uop_shape(const uop *u) { return u->shape; }
 int64_t shape_numel(const int64_t *shape, int ndim);
+
+/* ---- symbolic sizes (docs/symbolic.md)
+ * A symbolic size coef * var + add is one int64 below -2^62 (no shape, pad or shrink argument
+ * can be that low): id (14 bits), coef (int8) and add (40 bits). It can stand wherever a
+ * movement op takes a size or offset. A node's shape holds the layout value (the largest over
+ * the variable's range), its `sym` the symbolic form. SYM_BAD: no such size (two variables
+ * met, or out of range). */
+#define SYM_BAD INT64_MIN
+enum { SYM_MAX_VARS = 16383 };
+static inline bool sym_is(int64_t v) { return v < -(INT64_C(1) << 62) && v != SYM_BAD; }
+int64_t sym_make(int id, int64_t coef, int64_t add);
+int sym_var(int64_t v);       /* 0 for a plain value */
+int64_t sym_coef(int64_t v);
+int64_t sym_add_of(int64_t v); /* the constant part (a plain value: itself) */
+int64_t sym_add(int64_t a, int64_t b); /* affine sum: plain where the variable cancels */
+int64_t sym_sub(int64_t a, int64_t b);
+int64_t sym_at(int64_t v, int64_t x);  /* the value with the variable at x */
+int64_t sym_hi(int64_t v);             /* largest over the variable's range (the layout) */
+int64_t sym_lo(int64_t v);             /* smallest */
+/* "start_pos+1" for messages. */
+const char *sym_str(int64_t v, char *buf, size_t n);
+/* The variable registry: id 1..SYM_MAX_VARS, or a negative status with an error. */
+int uvar_new(const char *name, int64_t min, int64_t max);
+const char *uvar_name(int id);
+int64_t uvar_min(int id);
+int64_t uvar_max(int id);
+/* The bound value: false while unbound. */
+bool uvar_value(int id, int64_t *out);
+void uvar_set(int id, int64_t value);
+/* The first variable any dim or argument of u names (0: none). */
+int uop_sym_var(const uop *u);
 
 /* Topological order (sources before users) of the graph under root; caller frees *out. */
 int uop_toposort(uop *root, uop ***out);
