@@ -66,19 +66,22 @@ static const char *AXPY_SRC =
     "  c[g] = (a[g] - b[g]) * K;\n"
     "}\n";
 
-/* AXPY_SRC with K defined as k: a new k is a new source for every cache. */
-static char *axpy_source(double k) {
-  size_t n = strlen(AXPY_SRC) + 64;
+/* AXPY_SRC with K defined as k (or as the expression kexpr, whose value is k): a new k is a new
+ * source for every cache. */
+static char *axpy_source_expr(double k, const char *kexpr) {
+  size_t n = strlen(AXPY_SRC) + 64 + (kexpr ? strlen(kexpr) : 0);
   char *s = malloc(n);
-  if (s) snprintf(s, n, "#define K ((float)%.17g)\n%s", k, AXPY_SRC);
+  if (s && kexpr) snprintf(s, n, "#define K ((float)(%s))\n%s", kexpr, AXPY_SRC);
+  else if (s) snprintf(s, n, "#define K ((float)%.17g)\n%s", k, AXPY_SRC);
   return s;
 }
+static char *axpy_source(double k) { return axpy_source_expr(k, NULL); }
 
-/* Compile axpy with k, run it over n elements (nbuf buffers passed: the kernel declares 3) and
- * check every element against the C loop; 0 when all match. */
-static int run_axpy(const device *d, double k, size_t n, int nbuf) {
+/* Compile axpy with k (kexpr: see axpy_source_expr), run it over n elements (nbuf buffers
+ * passed: the kernel declares 3) and check every element against the C loop; 0 when all match. */
+static int run_axpy_expr(const device *d, double k, const char *kexpr, size_t n, int nbuf) {
   float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b), *c = malloc(n * sizeof *c);
-  char *src = axpy_source(k);
+  char *src = axpy_source_expr(k, kexpr);
   void *fn = NULL, *m[4] = {0};
   int rc = a && b && c && src ? 0 : TG_ERR_NOMEM;
   if (rc == 0) fill(a, n, 1), fill(b, n, 2);
@@ -96,6 +99,7 @@ static int run_axpy(const device *d, double k, size_t n, int nbuf) {
   free(a), free(b), free(c), free(src);
   return rc;
 }
+static int run_axpy(const device *d, double k, size_t n, int nbuf) { return run_axpy_expr(d, k, NULL, n, nbuf); }
 
 static bool make_temp_dir(char *buf, size_t n) {
   snprintf(buf, n, "/tmp/tg-cltest-XXXXXX");
@@ -277,6 +281,37 @@ TEST(cl_binaries_are_cached_and_healed) {
     CHECK(strstr(out, "rc=0 compiled=1 hits=0") && strstr(out, "without the program's bitcode"));
     CHECK(harness_run_child("cl_cache_child", env, out, sizeof out) == 0);
     CHECK(strstr(out, "rc=0 compiled=1 hits=1") != NULL);
+  }
+  remove_tree(dir);
+}
+
+/* ------------------------------------------------------------ lean builds (PoCL) */
+
+/* axpy with K = floor(2.5f): floor is not among the builtins a lean build declares. */
+TEST_CHILD(cl_lean_child) {
+  NEED_CL(d);
+  int rc = run_axpy_expr(d, 2.0, "floor(2.5f)", 300, 3);
+  printf("rc=%d err=%s\n", rc, tg_last_error());
+  CHECK(1);
+}
+
+/* On PoCL a build skips opencl-c.h and declares the builtins tg's kernels call (cl.c); a
+ * program calling another builtin is built again with the header (TG_CL_LEAN=1, the default),
+ * is an error naming it with TG_CL_LEAN=2 (how CI proves the list is complete), and
+ * TG_CL_LEAN=0 always builds with the header. */
+TEST(cl_lean_builds_fall_back_to_the_whole_header) {
+  NEED_CL(d);
+  char desc[512], dir[64], env[256], out[4096];
+  d->describe(desc, sizeof desc);
+  if (!strstr(desc, "Portable Computing Language")) SKIP("lean builds are PoCL's; this platform: %s", desc);
+  CHECK(make_temp_dir(dir, sizeof dir));
+  const char *lean[3] = {"0", "1", "2"};
+  for (int i = 0; i < 3; i++) {
+    snprintf(env, sizeof env, "TG_CACHE_DIR=%s/%d TG_CL_LEAN=%s DEBUG=1", dir, i, lean[i]);
+    CHECK(harness_run_child("cl_lean_child", env, out, sizeof out) == 0);
+    bool again = strstr(out, "built again with opencl-c.h") != NULL;
+    if (i < 2) CHECK(strstr(out, "rc=0 ") && again == (i == 1));
+    else CHECK(strstr(out, "rc=-") && strstr(out, "building the kernel source failed") && strstr(out, "floor") && !again);
   }
   remove_tree(dir);
 }

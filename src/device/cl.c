@@ -31,6 +31,26 @@
  * can (CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT). Nothing that relaxes IEEE semantics. */
 #define CL_EXACT_DIVIDE "-cl-fp32-correctly-rounded-divide-sqrt"
 
+/* PoCL's compiler parses clang's whole opencl-c.h (18,000 lines declaring every builtin) for
+ * each program: most of a small kernel's build (docs/devices.md). On PoCL tg skips that
+ * header's body (-D_OPENCL_H_ is its include guard) and declares the builtins its kernels call
+ * (render_opencl: math, work-item indices, barrier) with the header's attributes; a program that
+ * does not build so (one calling another builtin) is built again with the whole header.
+ * TG_CL_LEAN=0 always uses the header; =2 never does (no second build: tests prove the list). */
+#define CL_LEAN_OPTION " -D_OPENCL_H_"
+static const char CL_LEAN_DECLS[] =
+    "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n"
+    "#define TG_B1(f) float __attribute__((overloadable,const)) f(float);"
+    " double __attribute__((overloadable,const)) f(double);\n"
+    "#define TG_B2(f) float __attribute__((overloadable,const)) f(float,float);"
+    " double __attribute__((overloadable,const)) f(double,double);\n"
+    "TG_B1(exp2) TG_B1(log2) TG_B1(sin) TG_B1(sqrt) TG_B1(trunc) TG_B1(rint) TG_B2(pow) TG_B2(fmod)\n"
+    "size_t __attribute__((overloadable,const)) get_global_id(uint);\n"
+    "size_t __attribute__((overloadable,const)) get_local_id(uint);\n"
+    "size_t __attribute__((overloadable,const)) get_group_id(uint);\n"
+    "void __attribute__((overloadable,convergent)) barrier(cl_mem_fence_flags);\n"
+    "#undef TG_B1\n#undef TG_B2\n";
+
 /* ---------------------------------------------------------------- the OpenCL API */
 
 /* The types of the OpenCL 1.2 C API as the ABI sees them (CL/cl.h): handles are pointers,
@@ -151,6 +171,7 @@ static struct {
   cl_handle platform, dev, ctx, queue;
   char platform_name[128], platform_version[128], name[128], vendor[128], driver[128], version[128];
   char options[64];             /* of every build */
+  int lean;                     /* builds skip opencl-c.h (PoCL; see CL_LEAN_DECLS): 0, 1, 2 */
   size_t max_local;             /* the device's largest work-group */
   bool profiling;               /* the queue records kernel times (DEBUG >= 2) */
   pthread_mutex_t lock;         /* the queue and clSetKernelArg */
@@ -254,6 +275,7 @@ static void load_once(void) {
   cl_ulong fp = 0;
   C.f.clGetDeviceInfo(C.dev, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fp, &fp, NULL);
   snprintf(C.options, sizeof C.options, "%s", fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT ? CL_EXACT_DIVIDE : "");
+  C.lean = strstr(C.platform_name, "Portable Computing Language") ? tg_getenv_int("TG_CL_LEAN", 1) : 0;
   if (!make_context()) return;
   C.why[0] = 0;
   if (tg_debug() >= 1) /* which one: a GPU taken by another process may leave only the CPU's */
@@ -328,16 +350,29 @@ static int make_kernels(cl_handle prog, const char *const *names, int n, void **
   return 0;
 }
 
-/* A program built from src: its handle, or NULL with the error (and the build log) set. */
-static cl_handle build_source(const char *src) {
+/* A program built from the sources (lean: CL_LEAN_DECLS first and opencl-c.h skipped): its
+ * handle, or NULL with the error (and the build log) set. */
+static cl_handle build_program(const char *src, bool lean) {
   cl_int err = CL_SUCCESS;
-  cl_handle prog = C.f.clCreateProgramWithSource(C.ctx, 1, &src, NULL, &err);
+  const char *parts[] = {CL_LEAN_DECLS, src};
+  cl_handle prog = C.f.clCreateProgramWithSource(C.ctx, lean ? 2 : 1, lean ? parts : parts + 1, NULL, &err);
   if (!prog) return build_error(NULL, err, "clCreateProgramWithSource"), NULL;
-  err = C.f.clBuildProgram(prog, 1, &C.dev, C.options, NULL, NULL);
+  char options[sizeof C.options + sizeof CL_LEAN_OPTION];
+  snprintf(options, sizeof options, "%s%s", C.options, lean ? CL_LEAN_OPTION : "");
+  err = C.f.clBuildProgram(prog, 1, &C.dev, options, NULL, NULL);
   if (err == CL_SUCCESS) return prog;
   build_error(prog, err, "building the kernel source");
   C.f.clReleaseProgram(prog);
   return NULL;
+}
+
+static cl_handle build_source(const char *src) {
+  if (!C.lean) return build_program(src, false);
+  cl_handle prog = build_program(src, true);
+  if (prog || C.lean == 2) return prog;
+  if (tg_debug() >= 1) fprintf(stderr, "CL: built again with opencl-c.h: %s\n", tg_last_error());
+  tg_clear_error();
+  return build_program(src, false);
 }
 
 /* A built program's binary for this device (malloc'd), or NULL. */
