@@ -61,6 +61,24 @@ static int heuristics_seen(uop *ast, kshape *ks, void *ctx) {
   return 0;
 }
 
+/* Hook: TC(0) and the K loop unrolled by 2 (two WMMAs per REDUCE: the renderers add D to the
+ * accumulators themselves instead of letting the mma do it). */
+static int tc_unrolled(uop *ast, kshape *ks, void *ctx) {
+  (void)ast;
+  tc_seen *s = ctx;
+  s->kernels++;
+  kshape t = *ks;
+  if (kshape_apply(&t, (opt_action){OPT_TC, 0, TC_M16N8K16}) < 0) { tg_clear_error(); return 0; }
+  for (int i = 0; i < t.nax; i++)
+    if (t.ax[i].kind == AX_REDUCE && kshape_apply(&t, (opt_action){OPT_UNROLL, i, 2}) == 0) break;
+  tg_clear_error();
+  *ks = t;
+  s->tc++, kshape_describe(ks, s->opts, sizeof s->opts);
+  return 0;
+}
+
+static opt_hook_fn matmul_hook = heuristics_seen;
+
 /* y = a @ b for a (batch, n, k) and b (k, m) of dt (float16: through tg_matmul, a float16
  * result; bfloat16: casts to float32 first, a float32 result), realized with the heuristics;
  * every element against the naive loop, exactly. */
@@ -71,7 +89,7 @@ static void check_matmul(tg_dtype dt, int64_t batch, int64_t n, int64_t k, int64
   int64_t sa[3] = {batch, n, k}, sb[2] = {k, m};
   tg_tensor *ta = batch > 1 ? tensor_of(a, sa, 3, dt) : tensor_of(a, sa + 1, 2, dt), *tb = tensor_of(b, sb, 2, dt);
   tc_seen seen = {0};
-  program_set_opt_hook(heuristics_seen, &seen);
+  program_set_opt_hook(matmul_hook, &seen);
   tg_scope *s = tg_scope_begin();
   tg_tensor *y = dt == TG_FLOAT16 ? tg_matmul(ta, tb) : tg_matmul(tg_cast(ta, TG_FLOAT32), tg_cast(tb, TG_FLOAT32));
   int rc = y ? tg_to_host(tg_cast(y, TG_FLOAT32), c, sizeof(float) * (size_t)nc) : -1;
@@ -111,6 +129,13 @@ TEST(tc_bfloat16_matmul_matches_naive) {
 TEST(tc_batched_matmul_matches_naive) {
   NEED_TC();
   check_matmul(TG_FLOAT16, 3, 16, 32, 8);
+}
+
+TEST(tc_unrolled_k_matches_naive) {
+  NEED_TC();
+  matmul_hook = tc_unrolled;
+  check_matmul(TG_FLOAT16, 1, 32, 64, 16);
+  matmul_hook = heuristics_seen;
 }
 
 /* A float16 3x3 conv (padding 1) through TC: M along the output row, N the output channels,
@@ -236,8 +261,9 @@ TEST(tc_is_a_candidate) {
 }
 
 /* A kernel as the CUDA device with tensor cores builds it (the heuristics on an H100 state),
- * rendered as CUDA C and PTX for sm_90: NVRTC and ptxas accept both, and both hold mma.sync;
- * PTX for sm_75 is refused (m16n8k16 needs sm_80). */
+ * rendered as CUDA C and PTX for sm_90: NVRTC and ptxas accept both, both hold mma.sync, and
+ * the mma accumulates in place (no float adds left); PTX for sm_75 is refused (m16n8k16 needs
+ * sm_80). */
 static void check_offline(uop *ast, const char *name) {
   static const vector_forms scalar = {NULL};
   kshape g;
@@ -257,6 +283,7 @@ static void check_offline(uop *ast, const char *name) {
   size_t len = 0;
   CHECK(cu && strstr(cu, "mma.sync.aligned.m16n8k16.row.col.f32."));
   CHECK(ptx && strstr(ptx, "mma.sync.aligned.m16n8k16.row.col.f32."));
+  CHECK(ptx && !strstr(ptx, "add.f32")); /* the mma adds into the accumulators itself (lin_wmma_accs) */
   CHECK(cu && cuda_nvrtc_cubin(cu, "sm_90", &name, &cubin, &len) == 0 && len > 0);
   if (tg_last_error()[0]) printf("  NVRTC: %s\n", tg_last_error());
   tg_clear_error();

@@ -237,6 +237,11 @@ char *render_c(const lin_program *progs, int n, const char *const *names);
  * give it mma.sync (PTX, CUDA C) or, in OpenCL, an exchange through local memory (the
  * emulation, TC_EMULATE=1). */
 enum { WMMA_A = 8, WMMA_B = 4, WMMA_C = 4 };
+/* The accumulators the WMMA at prog->ops[at] can multiply-add into directly (linearize.c): for
+ * each D element i the one REDUCE(ADD) over float32 whose only body is GEP(wmma, i), set up
+ * before it, and a zero C. 0 with accs[0..3] (the renderers then give mma.sync C = D = them and
+ * skip their adds), or -1 (C as it is, D added by the REDUCEs). */
+int lin_wmma_accs(const lin_program *prog, int at, uop **accs);
 
 /* The GPU flavors of the same renderer: each program a kernel
  *   OpenCL: __kernel void name(long tg_n, __global T0 *b0, __global T1 *b1, ...)

@@ -272,3 +272,37 @@ int program_spec_check(const lin_program *p) {
   ptrmap_free(&accs);
   return rc;
 }
+
+/* ---------------------------------------------------------------- tensor cores */
+
+/* Whether u reads GEP(w, *). */
+static bool reads_wmma(const uop *u, const uop *w, int from, int to) {
+  for (int i = from; i < to; i++)
+    if (u->src[i]->op == OP_GEP && u->src[i]->src[0] == w) return true;
+  return false;
+}
+
+int lin_wmma_accs(const lin_program *p, int at, uop **accs) {
+  uop *w = p->ops[at].u;
+  for (int i = 0; i < WMMA_C; i++) {
+    accs[i] = NULL;
+    if (!uop_is_const_val(w->src[WMMA_A + WMMA_B + i], 0)) return -1;
+  }
+  for (int j = 0; j < p->n; j++) {
+    uop *u = p->ops[j].u;
+    lin_kind k = p->ops[j].kind;
+    if (k == L_ACC_INIT || k == L_ACC_FINAL || (k == L_VALUE && u->op == OP_GEP)) continue;
+    bool acc = k == L_ACC_UPDATE;
+    if (!reads_wmma(u, w, 0, acc ? reduce_nbody(u) : u->nsrc)) continue;
+    if (!acc || j < at || reduce_nbody(u) != 1 || u->arg[0] != OP_ADD || u->dtype != TG_FLOAT32 || u->vcount) return -1;
+    int lane = (int)u->src[0]->arg[0];
+    if (lane < 0 || lane >= WMMA_C || accs[lane]) return -1;
+    bool init_before = false; /* the accumulator is set up before the WMMA (not hoisted past it) */
+    for (int i = 0; i < at && !init_before; i++) init_before = p->ops[i].kind == L_ACC_INIT && p->ops[i].u == u;
+    if (!init_before) return -1;
+    accs[lane] = u;
+  }
+  for (int i = 0; i < WMMA_C; i++)
+    if (!accs[i]) return -1;
+  return 0;
+}

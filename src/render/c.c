@@ -138,6 +138,8 @@ typedef struct renderer {
   long long local;  /* work-items per work-group (0: no local loops) */
   strbuf shared;    /* the kernel's local arrays (declared at its top) */
   int nshared;
+  const lin_program *prog; /* the program being rendered */
+  ptrmap fused;            /* REDUCEs a WMMA accumulates into directly (their adds are skipped) */
 } renderer;
 
 /* The type a value of dt is computed in (every flavor's prelude defines the tg_ names). */
@@ -458,12 +460,12 @@ static void vector_expr(renderer *r, uop *u, int w, strbuf *e) {
   }
 }
 
-static void render_wmma(renderer *r, uop *u);
+static void render_wmma(renderer *r, uop *u, int at);
 
-static void render_value(renderer *r, uop *u) {
+static void render_value(renderer *r, uop *u, int at) {
   int w = u->vcount;
   strbuf e = {0};
-  if (u->op == OP_WMMA) { render_wmma(r, u); return; }
+  if (u->op == OP_WMMA) { render_wmma(r, u, at); return; }
   indent(r);
   if (w) {
     vector_expr(r, u, w, &e);
@@ -541,6 +543,7 @@ static void render_acc_init(renderer *r, uop *u) {
 
 /* acc = acc OP body for each body (vector accumulators: reduce_vector_form). */
 static void render_acc_update(renderer *r, uop *u) {
+  if (ptrmap_has(&r->fused, u)) return; /* the WMMA added into it */
   int w = u->vcount;
   const char *acc = name_of(r, u);
   for (int i = 0; i < reduce_nbody(u); i++) {
@@ -653,7 +656,9 @@ static const int frag_b_row[WMMA_B] = {0, 1, 8, 9};             /* + 2 threadID_
 static const int frag_c_row[WMMA_C] = {0, 0, 8, 8};             /* + groupID */
 static const int frag_c_col[WMMA_C] = {0, 1, 0, 1};             /* + 2 threadID_in_group */
 
-static void render_mma(renderer *r, uop *u, const char *d) {
+/* out[i]: where D element i goes; c[i]: C element i (the accumulators themselves when the WMMA
+ * adds into them, lin_wmma_accs). */
+static void render_mma(renderer *r, uop *u, char (*out)[64], char (*c)[64]) {
   const char *pack = u->arg[1] == TG_BFLOAT16 ? "tg_f2b" : "tg_f2h", *ty = u->arg[1] == TG_BFLOAT16 ? "bf16" : "f16";
   indent(r);
   sb_printf(&r->out, "{ unsigned tg_p[6];");
@@ -663,13 +668,13 @@ static void render_mma(renderer *r, uop *u, const char *d) {
   sb_printf(&r->out, "\n");
   indent(r);
   sb_printf(&r->out, "  asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.%s.%s.f32 {%%0,%%1,%%2,%%3}, {%%4,%%5,%%6,%%7}, "
-                     "{%%8,%%9}, {%%10,%%11,%%12,%%13};\" : \"=f\"(%s[0]), \"=f\"(%s[1]), \"=f\"(%s[2]), \"=f\"(%s[3]) : ",
-            ty, ty, d, d, d, d);
+                     "{%%8,%%9}, {%%10,%%11,%%12,%%13};\" : ", ty, ty);
+  for (int j = 0; j < WMMA_C; j++) sb_printf(&r->out, "\"=f\"(%s)%s", out[j], j < 3 ? ", " : " : ");
   for (int j = 0; j < 6; j++) sb_printf(&r->out, "\"r\"(tg_p[%d]), ", j);
-  for (int j = 0; j < WMMA_C; j++) sb_printf(&r->out, "\"f\"(%s)%s", name_of(r, u->src[WMMA_A + WMMA_B + j]), j < 3 ? ", " : "); }\n");
+  for (int j = 0; j < WMMA_C; j++) sb_printf(&r->out, "\"f\"(%s)%s", c[j], j < 3 ? ", " : "); }\n");
 }
 
-static void render_mma_emulated(renderer *r, uop *u, const char *d) {
+static void render_mma_emulated(renderer *r, uop *u, char (*out)[64], char (*c)[64]) {
   int id = r->nshared++;
   long long warps = r->local / 32 > 0 ? r->local / 32 : 1;
   sb_printf(&r->shared, "  %s float tg_tca%d[%lld], tg_tcb%d[%lld], tg_tcc%d[%lld];\n", r->fl->shared, id, warps * 256, id, warps * 128,
@@ -686,8 +691,7 @@ static void render_mma_emulated(renderer *r, uop *u, const char *d) {
   }
   for (int i = 0; i < WMMA_C; i++) {
     indent(r);
-    sb_printf(&r->out, "  tg_tcc%d[tg_w / 2 + (tg_g + %d) * 8 + 2 * tg_t + %d] = %s;\n", id, frag_c_row[i], frag_c_col[i],
-              name_of(r, u->src[WMMA_A + WMMA_B + i]));
+    sb_printf(&r->out, "  tg_tcc%d[tg_w / 2 + (tg_g + %d) * 8 + 2 * tg_t + %d] = %s;\n", id, frag_c_row[i], frag_c_col[i], c[i]);
   }
   indent(r);
   sb_printf(&r->out, "  %s\n", r->fl->barrier);
@@ -698,15 +702,28 @@ static void render_mma_emulated(renderer *r, uop *u, const char *d) {
               i, id, frag_c_row[i], id, frag_c_col[i]);
   }
   indent(r); /* every lane has read the tiles before a next WMMA stores them again */
-  sb_printf(&r->out, "  %s %s[0] = tg_s0; %s[1] = tg_s1; %s[2] = tg_s2; %s[3] = tg_s3; }\n", r->fl->barrier, d, d, d, d);
+  sb_printf(&r->out, "  %s %s = tg_s0; %s = tg_s1; %s = tg_s2; %s = tg_s3; }\n", r->fl->barrier, out[0], out[1], out[2], out[3]);
 }
 
-static void render_wmma(renderer *r, uop *u) {
+/* D into a float[4] (GEP reads it), or straight into the accumulators that would add it. */
+static void render_wmma(renderer *r, uop *u, int at) {
   const char *d = name_of(r, u);
+  uop *acc[WMMA_C];
+  bool fused = lin_wmma_accs(r->prog, at, acc) == 0;
+  char out[WMMA_C][64], c[WMMA_C][64];
+  for (int i = 0; i < WMMA_C; i++) {
+    if (fused) ptrmap_put(&r->fused, acc[i], acc[i]);
+    if (fused) snprintf(out[i], sizeof out[i], "%s", name_of(r, acc[i]));
+    else snprintf(out[i], sizeof out[i], "%s[%d]", d, i);
+    snprintf(c[i], sizeof c[i], "%s", name_of(r, fused ? acc[i] : u->src[WMMA_A + WMMA_B + i]));
+  }
   indent(r);
   sb_printf(&r->out, "float %s[4];\n", d);
-  if (r->fl->mma) render_mma(r, u, d);
-  else render_mma_emulated(r, u, d);
+  if (r->fl->mma) render_mma(r, u, out, c);
+  else render_mma_emulated(r, u, out, c);
+  if (!fused) return;
+  indent(r);
+  sb_printf(&r->out, "%s[0] = %s; %s[1] = %s; %s[2] = %s; %s[3] = %s;\n", d, out[0], d, out[1], d, out[2], d, out[3]);
 }
 
 static void render_op(renderer *r, const lin_op *o) {
@@ -733,7 +750,7 @@ static void render_op(renderer *r, const lin_op *o) {
     case L_STORE: render_store(r, u); break;
     case L_VALUE:
       if (u->op == OP_REDUCE) render_group_combine(r, u);
-      else render_value(r, u);
+      else render_value(r, u, (int)(o - r->prog->ops));
       break;
   }
 }
@@ -761,6 +778,8 @@ static bool render_function(renderer *r, const lin_program *p, const char *name,
   r->depth = 1;
   r->ngloop = 0;
   r->local = lin_local_size(p);
+  r->prog = p;
+  ptrmap_free(&r->fused);
   if (r->fl->gpu) { /* output loops become digits of the work-item index, the first slowest */
     r->ngloop = output_loops(p, r->gloop, r->gdiv, KS_MAX_AXES);
     if (r->ngloop < 0) return false;
@@ -819,6 +838,7 @@ static char *render_flavor(const flavor *fl, const lin_program *progs, int n, co
     for (size_t j = 0; j < r.names.cap; j++) /* names are per function */
       if (r.names.keys[j]) free(r.names.vals[j]);
     ptrmap_free(&r.names);
+    ptrmap_free(&r.fused);
     r.nvars = 0;
   }
   sb_printf(&src, "%s%s%s", fl->prelude, HELPERS, r.uses_half ? HALF_HELPERS : "");

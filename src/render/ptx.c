@@ -245,6 +245,7 @@ typedef struct ptx_r {
   long long local;    /* work-items per work-group (0: no local loops) */
   strbuf shared;      /* the kernel's .shared arrays */
   int nshared;
+  ptrmap fused;       /* REDUCEs a WMMA accumulates into directly (their adds are skipped) */
 } ptx_r;
 
 static int new_reg(ptx_r *r, reg_class rc) { return (int)rc << 24 | r->nreg[rc]++; }
@@ -538,10 +539,16 @@ static void render_store(ptx_r *r, uop *u) {
 /* WMMA (codegen.h): D in 4 consecutive f32 registers (the node's register is the first) from
  * mma.sync m16n8k16 on the A and B fragments, each pair of 16-bit floats (held as f32, exact)
  * rounded back to its format and packed into a .b32, the lower-numbered element in the low
- * half (the PTX ISA's "low to high"). GEP(wmma, i) reads register i. */
-static void render_wmma(ptx_r *r, uop *u) {
+ * half (the PTX ISA's "low to high"). GEP(wmma, i) reads register i. When the accumulators
+ * that add D can take it directly (lin_wmma_accs), C and D are their registers and their adds
+ * are skipped. */
+static void render_wmma(ptx_r *r, const lin_program *prog, uop *u) {
   const char *ty = u->arg[1] == TG_BFLOAT16 ? "bf16" : "f16";
-  char p[6][16], h[2][16], d[4][16], c[4][16];
+  char p[6][16], h[2][16], d[4][16], c[4][16], o[4][16];
+  uop *acc[WMMA_C];
+  int at = 0;
+  while (at < prog->n && prog->ops[at].u != u) at++;
+  bool fused = at < prog->n && lin_wmma_accs(prog, at, acc) == 0; /* C = D = the accumulators */
   for (int j = 0; j < 6; j++) {
     reg_name(p[j], sizeof p[j], new_reg(r, RC_B32));
     for (int k = 0; k < 2; k++) {
@@ -551,12 +558,17 @@ static void render_wmma(ptx_r *r, uop *u) {
     }
     line(r, "mov.b32 %s, {%s, %s};", p[j], h[0], h[1]);
   }
-  for (int i = 0; i < WMMA_C; i++) src_name(r, u->src[WMMA_A + WMMA_B + i], c[i], sizeof c[i]);
+  for (int i = 0; i < WMMA_C; i++) src_name(r, fused ? acc[i] : u->src[WMMA_A + WMMA_B + i], c[i], sizeof c[i]);
   int first = define(r, u);
   reg_name(d[0], sizeof d[0], first);
   for (int i = 1; i < 4; i++) reg_name(d[i], sizeof d[i], new_reg(r, RC_F32));
-  line(r, "mma.sync.aligned.m16n8k16.row.col.f32.%s.%s.f32 {%s, %s, %s, %s}, {%s, %s, %s, %s}, {%s, %s}, {%s, %s, %s, %s};", ty, ty, d[0],
-       d[1], d[2], d[3], p[0], p[1], p[2], p[3], p[4], p[5], c[0], c[1], c[2], c[3]);
+  for (int i = 0; i < 4; i++) {
+    snprintf(o[i], sizeof o[i], "%s", fused ? c[i] : d[i]);
+    if (fused) ptrmap_put(&r->fused, acc[i], acc[i]);
+  }
+  line(r, "mma.sync.aligned.m16n8k16.row.col.f32.%s.%s.f32 {%s, %s, %s, %s}, {%s, %s, %s, %s}, {%s, %s}, {%s, %s, %s, %s};", ty, ty, o[0],
+       o[1], o[2], o[3], p[0], p[1], p[2], p[3], p[4], p[5], c[0], c[1], c[2], c[3]);
+  for (int i = 0; fused && i < 4; i++) line(r, "mov.f32 %s, %s;", d[i], c[i]); /* what GEP reads */
 }
 
 static void render_gep(ptx_r *r, uop *u) {
@@ -569,7 +581,7 @@ static void render_gep(ptx_r *r, uop *u) {
 }
 
 static void render_value(ptx_r *r, const lin_program *prog, uop *u) {
-  if (u->op == OP_WMMA) { render_wmma(r, u); return; }
+  if (u->op == OP_WMMA) { render_wmma(r, prog, u); return; }
   if (u->op == OP_GEP) { render_gep(r, u); return; }
   if (u->op == OP_LOAD) {
     char d[16];
@@ -616,6 +628,7 @@ static void render_acc_init(ptx_r *r, uop *u) {
 
 static void render_acc_update(ptx_r *r, uop *u) {
   char acc[16], b[16];
+  if (ptrmap_has(&r->fused, u)) return; /* the WMMA added into it */
   src_name(r, u, acc, sizeof acc);
   for (int i = 0; i < reduce_nbody(u); i++) {
     if (u->src[i]->dtype != u->dtype) { fail(r, "a reduction body of another dtype", u); return; }
@@ -828,6 +841,7 @@ static int render_kernel(const lin_program *p, const char *name, strbuf *dst) {
   }
   sb_free(&pro), sb_free(&r.body), sb_free(&r.consts), sb_free(&r.shared);
   ptrmap_free(&r.regs);
+  ptrmap_free(&r.fused);
   return r.err;
 }
 
