@@ -218,8 +218,8 @@ static const char *node_error(uop *u, bool kernel, uop *root) {
   if (!dtype_valid(u->dtype)) return "invalid dtype";
   if (uop_ops[u->op].nsrc >= 0 && u->nsrc != uop_ops[u->op].nsrc) return "wrong number of sources";
   if (kernel && u != root && !kernel_op(u)) return "not allowed inside a kernel";
-  for (int i = 0; i < u->nsrc; i++)
-    if (uop_ndim(u->src[i]) < 0) return "a source has no shape";
+  for (int i = 0; i < u->nsrc; i++) /* but a kernel SINK's variables (DEFINE_VAR) */
+    if (uop_ndim(u->src[i]) < 0 && !(u->op == OP_SINK && u->src[i]->op == OP_DEFINE_VAR)) return "a source has no shape";
   spec_fn f = spec_of(u);
   const char *why = f ? f(u) : "no spec for this op";
   return why ? why : sym_error(u);
