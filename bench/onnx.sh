@@ -3,6 +3,7 @@
 # python3-torchvision seen through --system-site-packages; numpy<2, onnx and onnxruntime from
 # PyPI), builds example_onnx_run, exports the models and runs bench/onnx_bench.py. Not part of
 # the README test command.   BUILD=build VENV=$BUILD/onnx-venv sh bench/onnx.sh [ARGS...]
+# On a shared tree pass your own BUILD: the build and the exported models go there.
 set -e
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
