@@ -201,6 +201,9 @@ TEST(var_errors) {
   CHECK(tg_pad(x, (int64_t[]){0, 0}, (int64_t[]){0, tg_var_expr(v, -1, 10)}, 0) == NULL && strstr(tg_last_error(), ">= 0"));
   CHECK(tg_var_expr(v, 1000, 0) != 0 && strstr(tg_last_error(), "out of range"));
   CHECK(tg_var_dim(NULL, 0) != 0 && strstr(tg_last_error(), "NULL variable"));
+  /* a huge negative number that is no variable's encoding */
+  CHECK(tg_shrink(x, (int64_t[]){0, 0}, (int64_t[]){4, INT64_MIN + 12345}) == NULL && strstr(tg_last_error(), "invalid size"));
+  CHECK(tg_reshape(x, (int64_t[]){INT64_MIN / 2 - 7, 4}, 2) == NULL && strstr(tg_last_error(), "invalid size"));
   /* bound: the size at the wrong byte count is refused */
   CHECK(tg_var_bind(v, 3) == 0 && tg_var_value(v) == 3);
   CHECK(tg_to_host(a, buf, sizeof buf) < 0 && strstr(tg_last_error(), "bound values"));

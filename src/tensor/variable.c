@@ -97,7 +97,9 @@ int64_t sym_end(int64_t v, bool hi) {
 bool sym_arg_check(const char *op, const int64_t *args, int n, int64_t *out) {
   int var = 0;
   for (int i = 0; i < n; i++) {
-    if (args[i] == SYM_BAD) {
+    if (sym_is(args[i]) && !uvar_known(sym_var(args[i]))) /* a huge negative number, not a tg_var_dim */
+      return tg_set_error(TG_ERR_ARG, "%s: invalid size %lld", op, (long long)args[i]), false;
+    if (args[i] == SYM_BAD) { /* tg_var_dim's error (NULL variable, out of range) comes first */
       if (tg_error_status() == 0) tg_set_error(TG_ERR_ARG, "%s: invalid variable size", op);
       return false;
     }

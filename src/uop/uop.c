@@ -396,7 +396,8 @@ int uvar_new(const char *name, int64_t min, int64_t max) {
   return id <= SYM_MAX_VARS ? id : tg_set_error(TG_ERR_ARG, "variable: more than %d variables", SYM_MAX_VARS);
 }
 
-static bool uvar_ok(int id) { return id > 0 && id <= atomic_load(&uvar_count); }
+bool uvar_known(int id) { return id > 0 && id <= atomic_load(&uvar_count); }
+static bool uvar_ok(int id) { return uvar_known(id); }
 const char *uvar_name(int id) { return uvar_ok(id) ? uvars[id].name : "?"; }
 int64_t uvar_min(int id) { return uvar_ok(id) ? uvars[id].min : 0; }
 int64_t uvar_max(int id) { return uvar_ok(id) ? uvars[id].max : 0; }

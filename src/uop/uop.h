@@ -198,6 +198,7 @@ int64_t sym_lo(int64_t v);             /* smallest */
 const char *sym_str(int64_t v, char *buf, size_t n);
 /* The variable registry: id 1..SYM_MAX_VARS, or a negative status with an error. */
 int uvar_new(const char *name, int64_t min, int64_t max);
+bool uvar_known(int id); /* made by uvar_new */
 const char *uvar_name(int id);
 int64_t uvar_min(int id);
 int64_t uvar_max(int id);
