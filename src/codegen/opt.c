@@ -535,13 +535,14 @@ static int choose_lanes(kshape *ks, const kaccess *acc, int na, int width) {
     if (reduce) pad_for_lanes(ks, last, AX_GLOBAL, width);
     if (lanes_on(ks, last, OPT_UPCAST, AX_GLOBAL, width) >= 0) return last;
   }
+  if (!reduce) return -1; /* a transpose gets none: vectors along its input's rows measured the same */
   if (rd >= 0) {
     if (rpad) pad_for_lanes(ks, rd, AX_REDUCE, width);
     if (lanes_on(ks, rd, OPT_UNROLL, AX_REDUCE, width) >= 0) return rd;
   }
-  for (int d = last - 1; d >= 0; d--) { /* a transpose too: vectors along its input's rows */
+  for (int d = last - 1; d >= 0; d--) {
     if (2 * ks->size[d] <= width || !lane_friendly(ks, acc, na, d, &contiguous) || !contiguous) continue;
-    if (reduce) pad_for_lanes(ks, d, AX_GLOBAL, width);
+    pad_for_lanes(ks, d, AX_GLOBAL, width);
     if (lanes_on(ks, d, OPT_UPCAST, AX_GLOBAL, width) >= 0) return d;
   }
   return -1;
