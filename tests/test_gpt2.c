@@ -389,8 +389,9 @@ TEST(gpt2_decode_100_steps_compile_nothing_after_two) {
   if (!jit || !plain) { tg_gpt2_free(jit), tg_gpt2_free(plain); return; }
   int np = 0;
   tg_tensor **pj = tg_gpt2_parameters(jit, &np), **pp = tg_gpt2_parameters(plain, &np);
-  for (int i = 0; i < np; i++) CHECK(tg_assign(pp[i], pj[i]) == 0); /* the same weights */
+  for (int i = 0; pj && pp && i < np; i++) CHECK(tg_assign(pp[i], pj[i]) == 0); /* the same weights */
   CHECK(tg_realize_many(pp, np) == 0);
+  free(pj), free(pp);
   CHECK(tg_gpt2_reset(jit, STEPS + 4) == 0 && tg_gpt2_reset(plain, STEPS + 4) == 0 && tg_gpt2_use_jit(jit, true) == 0);
   int32_t prompt[3] = {5, 17, 42}, tok = 0;
   uint64_t compiled_at[STEPS + 1] = {0};

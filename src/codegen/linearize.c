@@ -211,9 +211,10 @@ int linearize(uop *sink, lin_program *prog, kernel_info *info) {
       outer.v[j] = outer.v[j - 1], outer.v[j - 1] = t;
     }
   for (size_t i = 0; i < outer.n; i++) {
+    if (outer.v[i]->src[0]->op != OP_CONST) hoist(&c, outer.v[i]->src[0]); /* a variable end */
     push(&c, L_LOOP, outer.v[i]);
     c.open |= deps_of(&c, outer.v[i]);
-    c.trips *= uop_const_ivalue(outer.v[i]->src[0]);
+    c.trips *= trip_count(outer.v[i]);
   }
   emit(&c, sink);
   for (size_t i = outer.n; i > 0; i--) push(&c, L_END, outer.v[i - 1]);

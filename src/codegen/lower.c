@@ -101,13 +101,18 @@ static void setup_dsym(lower_ctx *c, uop *ast, uop *r) {
   for (int j = 0; r && j < ks->nred && r->narg - 1 == ks->nred; j++) c->dsym[ks->nout + j] = r->src[0]->sym ? r->src[0]->sym[r->arg[1 + j]] : 0;
 }
 
-/* A loop over a whole variable dim (not split, not padded) ends at its size: no mask. */
+/* The end of a loop over the outer part of a variable dim (its other axes, unrolled, make up
+ * `stride`): ceil(size / stride), so the loop skips what lies past the size; the mask stays
+ * for the last iteration's tail, except for a loop over the whole dim (stride 1): no mask.
+ * Output loops only where they are loops (not a work-item's digits, not the parallel axis). */
 static uop *sym_range_end(lower_ctx *c, int i) {
   const kaxis *x = &c->ks->ax[i];
   int d = x->dim;
-  if (!c->dsym[d] || x->kind != AX_REDUCE || x->size != c->ks->size[d] || c->ks->padded[d] != c->ks->size[d]) return NULL;
-  c->bounded[d] = true;
-  return sym_uop(c, c->dsym[d]);
+  bool loop = x->kind == AX_REDUCE || (x->kind == AX_GLOBAL && c->ks->local_max <= 1);
+  if (!c->dsym[d] || !loop || x->stride * x->size != c->ks->padded[d]) return NULL;
+  uop *size = sym_uop(c, c->dsym[d]);
+  if (x->stride == 1) return c->bounded[d] = true, size;
+  return uop_alu(OP_IDIV, uop_add(size, uop_idx(x->stride - 1)), uop_idx(x->stride));
 }
 
 /* Row-major flat index of idx in shape. */
@@ -726,10 +731,10 @@ static void setup_axes(lower_ctx *c, int stage) {
     if (i == c->lane) {
       c->var[i] = c->lane_range = new_range(i, x->size, RANGE_LANE);
       c->lanes = x->size;
-    } else if (x->kind == AX_GLOBAL) c->var[i] = new_range(i, x->size, RANGE_GLOBAL);
-    else if (x->kind == AX_REDUCE) {
-      uop *end = sym_range_end(c, i);
-      c->var[i] = end ? new_range_to(i, end, RANGE_REDUCE) : new_range(i, x->size, RANGE_REDUCE);
+    } else if (x->kind == AX_GLOBAL || x->kind == AX_REDUCE) {
+      uop *end = sym_range_end(c, i); /* a variable dim's loop: to its size */
+      int kind = x->kind == AX_GLOBAL ? RANGE_GLOBAL : RANGE_REDUCE;
+      c->var[i] = end ? new_range_to(i, end, kind) : new_range(i, x->size, kind);
     }
     else if (x->kind == AX_THREAD || (x->kind == AX_GROUP && stage == STAGE_PARTIAL))
       c->var[i] = new_range(i, x->size, RANGE_PARALLEL);
