@@ -2,7 +2,7 @@
 # test.sh — the README's test command. Installs what the tests and benchmarks need, builds
 # everything warning-free, checks the build (the README's pkg-config command makes a program
 # that runs; a changed test fixture rebuilds its test), then runs the suite on each device
-# (the default, LLVM where libLLVM-14 loads, and CPU), under AddressSanitizer +
+# (the default, LLVM where libLLVM-14 loads, CPU, and CL through PoCL), under AddressSanitizer +
 # UndefinedBehaviorSanitizer (CPU), the thread tests under ThreadSanitizer, the fuzzers, the offline
 # CUDA check (NVRTC and ptxas on every kernel, no GPU) and the ONNX
 # conformance tests (docs/onnx.md); then
@@ -68,6 +68,13 @@ stage "README example" readme_example
 stage "build checks" build_checks
 stage "tests (default device: LLVM where libLLVM-14 loads)" make -s test
 stage "tests on DEV=CPU (C compiled by cc)" env DEV=CPU make -s test
+# Issue 13: the whole suite on OpenCL (PoCL here: OpenCL on the CPU). TG_CL_LEAN=2: every kernel
+# must build with the builtins cl.c declares (docs/devices.md), no second build with opencl-c.h
+cl_suite() {
+  if ! ls /etc/OpenCL/vendors/*.icd >/dev/null 2>&1; then echo "skipped: no OpenCL ICD here (pocl-opencl-icd)"; return 0; fi
+  env DEV=CL TG_CL_LEAN=2 make -s test
+}
+stage "tests on DEV=CL (OpenCL C through PoCL)" cl_suite
 stage "tests under ASan+UBSan (DEV=CPU)" env DEV=CPU make -s -j"$JOBS" test-sanitize
 # DEV=CPU: libLLVM is not built with ThreadSanitizer, whose reports inside it are about locks it cannot see
 stage "thread tests under ThreadSanitizer (DEV=CPU)" env DEV=CPU make -s -j"$JOBS" test-tsan
