@@ -544,7 +544,8 @@ static void render_store(ptx_r *r, uop *u) {
  * are skipped. */
 static void render_wmma(ptx_r *r, const lin_program *prog, uop *u) {
   const char *ty = u->arg[1] == TG_BFLOAT16 ? "bf16" : "f16";
-  char p[6][16], h[2][16], d[4][16], c[4][16], o[4][16];
+  char p[6][16], h[2][16], d[4][16], c[4][16];
+  const char *o[4]; /* D's registers: the accumulators when fused */
   uop *acc[WMMA_C];
   int at = 0;
   while (at < prog->n && prog->ops[at].u != u) at++;
@@ -563,7 +564,7 @@ static void render_wmma(ptx_r *r, const lin_program *prog, uop *u) {
   reg_name(d[0], sizeof d[0], first);
   for (int i = 1; i < 4; i++) reg_name(d[i], sizeof d[i], new_reg(r, RC_F32));
   for (int i = 0; i < 4; i++) {
-    snprintf(o[i], sizeof o[i], "%s", fused ? c[i] : d[i]);
+    o[i] = fused ? c[i] : d[i];
     if (fused) ptrmap_put(&r->fused, acc[i], acc[i]);
   }
   line(r, "mma.sync.aligned.m16n8k16.row.col.f32.%s.%s.f32 {%s, %s, %s, %s}, {%s, %s, %s, %s}, {%s, %s}, {%s, %s, %s, %s};", ty, ty, o[0],
