@@ -289,3 +289,85 @@ TEST(var_long_axis_loops_end_at_the_value) {
   CHECK(compiled() == after_first);
   tg_scope_end(outer);
 }
+
+/* Ops that divide by a count along a variable axis (mean, var, std, layernorm) count the bound
+ * elements (a sum of ones whose loop ends at the value): two bound values, one set of
+ * kernels, against naive loops. */
+TEST(var_mean_var_std_layernorm) {
+  float xs[R * C];
+  fill(xs, R * C, 10);
+  tg_scope *outer = tg_scope_begin();
+  tg_symvar *v = tg_variable("cnt", 1, C);
+  tg_tensor *x = tg_from_data(xs, TG_FLOAT32, (int64_t[]){R, C}, 2);
+  const int64_t ns[] = {5, 12, 5};
+  uint64_t after_first = 0;
+  for (int t = 0; t < 3; t++) {
+    int64_t n = ns[t];
+    CHECK(tg_var_bind(v, n) == 0);
+    tg_scope *s = tg_scope_begin();
+    tg_tensor *xv = tg_shrink(x, (int64_t[]){0, 0}, (int64_t[]){R, tg_var_dim(v, 0)});
+    float mean[R], var[R], std[R], all, ln[R * C];
+    CHECK(tg_to_host(tg_mean(xv, (int[]){1}, 1, false), mean, sizeof mean) == 0);
+    CHECK(tg_to_host(tg_var(xv, (int[]){1}, 1, false, 1), var, sizeof var) == 0);
+    CHECK(tg_to_host(tg_std(xv, (int[]){-1}, 1, true, 0), std, sizeof std) == 0);
+    CHECK(tg_to_host(tg_mean(xv, NULL, 0, false), &all, sizeof all) == 0);
+    CHECK(tg_to_host(tg_layernorm(xv, 1, NULL, NULL, 1e-5), ln, sizeof(float) * (size_t)(R * n)) == 0);
+    double tot = 0;
+    for (int i = 0; i < R; i++) {
+      double m = 0, ss = 0;
+      for (int j = 0; j < n; j++) m += xs[i * C + j];
+      tot += m, m /= (double)n;
+      for (int j = 0; j < n; j++) ss += (xs[i * C + j] - m) * (xs[i * C + j] - m);
+      CHECK_CLOSE(mean[i], m, 1e-5);
+      CHECK_CLOSE(var[i], ss / (double)(n - 1), 1e-5);
+      CHECK_CLOSE(std[i], sqrt(ss / (double)n), 1e-5);
+      for (int j = 0; j < n; j++) CHECK_CLOSE(ln[i * n + j], (xs[i * C + j] - m) / sqrt(ss / (double)n + 1e-5), 1e-4);
+    }
+    CHECK_CLOSE(all, tot / (double)(R * n), 1e-5);
+    tg_scope_end(s);
+    if (t == 0) after_first = compiled();
+  }
+  CHECK(compiled() == after_first);
+  tg_scope_end(outer);
+}
+
+/* Ops that compute sizes or offsets from a dim's number along a variable axis refuse it by
+ * name (they would see the layout); along a plain axis they work on variable-dim tensors. */
+TEST(var_ops_refuse_a_variable_axis) {
+  float xs[R * C];
+  fill(xs, R * C, 11);
+  tg_scope *outer = tg_scope_begin();
+  tg_symvar *v = tg_variable("seq", 1, C - 1);
+  CHECK(tg_var_bind(v, 4) == 0);
+  tg_tensor *x = tg_from_data(xs, TG_FLOAT32, (int64_t[]){R, C}, 2);
+  tg_tensor *xv = tg_shrink(x, (int64_t[]){0, 0}, (int64_t[]){R, tg_var_dim(v, 1)}), *two[2] = {xv, xv}, *o[2], *w;
+  int32_t id[R] = {0};
+#define REFUSED(call, op) CHECK((call) && strstr(tg_last_error(), op ": axis 1 has a variable size (seq+1, variable 'seq')"))
+  REFUSED(tg_cat(two, 2, 1) == NULL, "cat");
+  REFUSED(tg_split(xv, (int64_t[]){2, C - 2}, 2, 1, o) < 0, "split");
+  REFUSED(tg_cumsum(xv, 1) == NULL, "cumsum");
+  REFUSED(tg_cumprod(xv, 1) == NULL, "cumprod");
+  REFUSED(tg_logcumsumexp(xv, -1) == NULL, "logcumsumexp");
+  REFUSED(tg_sort(xv, 1, false, &o[0], &o[1]) < 0, "sort");
+  REFUSED(tg_topk(xv, 2, 1, true, &o[0], &o[1]) < 0, "topk");
+  REFUSED(tg_roll(xv, (int64_t[]){1}, (int[]){1}, 1) == NULL, "roll");
+  REFUSED(tg_pad_mode(xv, (int64_t[]){0, 1}, (int64_t[]){0, 1}, TG_PAD_REFLECT, 0) == NULL, "pad");
+  REFUSED(tg_diagonal(xv, 0, 0, 1) == NULL, "diagonal");
+  tg_tensor *row = tg_reshape(tg_shrink(x, (int64_t[]){0, 0}, (int64_t[]){1, tg_var_dim(v, 0)}), (int64_t[]){tg_var_dim(v, 0)}, 1);
+  CHECK(row && tg_diag(row, 0) == NULL && strstr(tg_last_error(), "diag: axis 0 has a variable size (seq, variable 'seq')"));
+  REFUSED(tg_unfold(xv, 1, 2, 1) == NULL, "unfold");
+  REFUSED(tg_repeat(xv, (int64_t[]){1, 2}, 2) == NULL, "repeat");
+  REFUSED(tg_repeat_interleave(xv, 2, 1) == NULL, "repeat_interleave");
+  REFUSED(tg_slice(xv, 1, 0, 2, 1) == NULL, "slice");
+  REFUSED(tg_gather(xv, 1, tg_from_data(id, TG_INT32, (int64_t[]){R, 1}, 2)) == NULL, "gather");
+#undef REFUSED
+  /* a plain axis of the same tensors: cat along rows keeps the variable dim; a variable dim
+   * meeting a plain one of its layout size is refused */
+  float got[2 * R * C];
+  CHECK(tg_to_host(tg_cat(two, 2, 0), got, sizeof(float) * 2 * R * 5) == 0);
+  for (int i = 0; i < 2 * R; i++)
+    for (int j = 0; j < 5; j++) CHECK(got[i * 5 + j] == xs[(i % R) * C + j]);
+  CHECK((w = tg_zeros((int64_t[]){R, C}, 2, TG_FLOAT32)) && tg_cat((tg_tensor *[]){xv, w}, 2, 0) == NULL &&
+        strstr(tg_last_error(), "differ outside axis 0"));
+  tg_scope_end(outer);
+}

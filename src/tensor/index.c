@@ -12,6 +12,7 @@
 #include "grad/gradient.h" /* the sort's custom derivative */
 #include "tensor/shape.h"
 #include "tensor/tensor.h"
+#include "tensor/variable.h"
 
 /* iota along `axis` of a rank-nd shape, shaped (1,..,n,..,1) */
 static tg_tensor *axis_iota(int64_t n, int axis, int nd, tg_dtype dt) {
@@ -110,7 +111,7 @@ static tg_tensor *select_from_scalar(tg_tensor *(*op)(tg_tensor *, int, tg_tenso
 tg_tensor *tg_gather(tg_tensor *t, int axis, tg_tensor *index) {
   if (!t || !index) return null_arg("gather");
   int nd = tg_ndim(t);
-  if (!one_axis("gather", t, &axis)) return NULL;
+  if (!one_axis("gather", t, &axis) || (nd && !sym_axis_plain("gather", t->u, axis))) return NULL;
   if (!dtype_is_int(tg_get_dtype(index)))
     return tensor_error("gather: index must be an integer tensor, got %s", tg_dtype_name(tg_get_dtype(index)));
   char a[256], b[256];
@@ -698,7 +699,7 @@ static int sort_impl(const char *op, tg_tensor *t, int axis, bool desc, int64_t 
   if (!t) return null_arg(op), TG_ERR_ARG;
   if (!values && !indices) return tg_set_error(TG_ERR_ARG, "%s: no output asked for", op);
   int nd = tg_ndim(t);
-  if (!normalize_axis(op, &axis, nd, AXIS_OF_SCALAR)) return TG_ERR_ARG;
+  if (!normalize_axis(op, &axis, nd, AXIS_OF_SCALAR) || (nd && !sym_axis_plain(op, t->u, axis))) return TG_ERR_ARG;
   int64_t n = nd ? uop_shape(t->u)[axis] : 1;
   if (k > n) return tg_set_error(TG_ERR_ARG, "%s: k = %lld is more than the %lld elements of axis %d", op, (long long)k,
                                  (long long)n, axis);

@@ -317,7 +317,7 @@ static tg_tensor *stride_axis(tg_tensor *t, int axis, int64_t len, int64_t k) {
 tg_tensor *tg_slice(tg_tensor *t, int axis, int64_t start, int64_t stop, int64_t step) {
   if (!t) return null_arg("slice");
   int nd = tg_ndim(t);
-  if (!normalize_axis("slice", &axis, nd, AXIS_OF)) return NULL;
+  if (!normalize_axis("slice", &axis, nd, AXIS_OF) || !sym_axis_plain("slice", t->u, axis)) return NULL;
   if (step == 0) return tensor_error("slice: step is 0");
   int64_t n = uop_shape(t->u)[axis];
   /* Python's slice index adjustment; every value stays within [-1, n] (no overflow) */
@@ -361,12 +361,14 @@ tg_tensor *tg_cat(tg_tensor **ts, int n, int axis) {
     if (!ts[i]) return null_arg("cat");
   int nd = tg_ndim(ts[0]);
   if (!normalize_axis("cat", &axis, nd, AXIS_OF)) return NULL;
+  for (int i = 0; i < n; i++) /* the offsets are numbers: a variable size would be its layout */
+    if (tg_ndim(ts[i]) == nd && !sym_axis_plain("cat", ts[i]->u, axis)) return NULL;
   int64_t total = 0;
   tg_dtype dt = ts[0]->u->dtype;
   char a[256], b[256];
   for (int i = 0; i < n; i++) {
     bool ok = tg_ndim(ts[i]) == nd;
-    for (int d = 0; ok && d < nd; d++) ok = d == axis || uop_shape(ts[i]->u)[d] == uop_shape(ts[0]->u)[d];
+    for (int d = 0; ok && d < nd; d++) ok = d == axis || sym_dim(ts[i]->u, d) == sym_dim(ts[0]->u, d);
     if (!ok)
       return tensor_error("cat: shapes %s and %s differ outside axis %d", shape_str(a, sizeof a, ts[0]->u),
                           shape_str(b, sizeof b, ts[i]->u), axis);
@@ -429,7 +431,7 @@ int tg_split(tg_tensor *t, const int64_t *sizes, int n, int axis, tg_tensor **ou
   if (!sizes || n <= 0 || !out) return tg_set_error(TG_ERR_ARG, "split: invalid sizes or output");
   int nd = tg_ndim(t);
   for (int i = 0; i < n; i++) out[i] = NULL;
-  if (!normalize_axis("split", &axis, nd, AXIS_OF)) return TG_ERR_ARG;
+  if (!normalize_axis("split", &axis, nd, AXIS_OF) || !sym_axis_plain("split", t->u, axis)) return TG_ERR_ARG;
   int64_t total = 0;
   for (int i = 0; i < n; i++) {
     if (sizes[i] < 0) return tg_set_error(TG_ERR_ARG, "split: negative size %lld", (long long)sizes[i]);
@@ -465,6 +467,7 @@ tg_tensor *tg_repeat(tg_tensor *t, const int64_t *reps, int ndim) {
   for (int i = 0; i < ndim; i++) {
     int64_t d = i < ndim - nd ? 1 : uop_shape(t->u)[i - (ndim - nd)];
     if (reps[i] < 0) return tensor_error("repeat: negative repeat %lld", (long long)reps[i]);
+    if (reps[i] != 1 && i >= ndim - nd && !sym_axis_plain("repeat", t->u, i - (ndim - nd))) return NULL;
     if (!ck_mul(reps[i], d, &s3[i]))
       return shape_error("repeat: %lld repeats of size %lld overflow int64", (long long)reps[i], (long long)d);
     if (m + (reps[i] != 1) >= TG_MAX_DIMS) /* room for this axis and, if repeated, its new one */
@@ -573,7 +576,7 @@ tg_tensor *tg_pad_mode(tg_tensor *t, const int64_t *before, const int64_t *after
   tg_scope *s = tg_scope_begin();
   tg_tensor *x = t;
   for (int i = 0; x && i < tg_ndim(t); i++)
-    if (before[i] || after[i]) x = pad_axis_fns[mode](x, i, before[i], after[i]);
+    if (before[i] || after[i]) x = sym_axis_plain("pad", t->u, i) ? pad_axis_fns[mode](x, i, before[i], after[i]) : NULL;
   bool same = x == t; /* nothing to pad: tg_keep(t) would move the caller's t out of its scope */
   x = same ? NULL : tg_keep(x);
   tg_scope_end(s);
@@ -593,7 +596,7 @@ tg_tensor *tg_roll(tg_tensor *t, const int64_t *shifts, const int *axes, int n) 
   if (axes && n > TG_MAX_DIMS) return tensor_error("roll: %d axes (at most %d)", n, TG_MAX_DIMS);
   int nd = tg_ndim(t), ax[TG_MAX_DIMS];
   for (int i = 0; axes && i < n; i++)
-    if (ax[i] = axes[i], !normalize_axis("roll", &ax[i], nd, AXIS_OF_SCALAR)) return NULL;
+    if (ax[i] = axes[i], !normalize_axis("roll", &ax[i], nd, AXIS_OF_SCALAR) || (nd && !sym_axis_plain("roll", t->u, ax[i]))) return NULL;
   tg_scope *s = tg_scope_begin();
   tg_tensor *x = axes && nd ? t : tg_reshape(t, (int64_t[]){tg_numel(t)}, 1);
   for (int i = 0; x && i < n; i++) x = roll_axis(x, axes && nd ? ax[i] : 0, shifts[i]);
@@ -636,6 +639,7 @@ tg_tensor *tg_diagonal(tg_tensor *t, int64_t offset, int axis1, int axis2) {
   int nd = tg_ndim(t), order[TG_MAX_DIMS], k = 0;
   if (!normalize_axis("diagonal", &axis1, nd, AXIS_OF) || !normalize_axis("diagonal", &axis2, nd, AXIS_OF)) return NULL;
   if (axis1 == axis2) return tensor_error("diagonal: both axes are %d", axis1);
+  if (!sym_axis_plain("diagonal", t->u, axis1) || !sym_axis_plain("diagonal", t->u, axis2)) return NULL;
   for (int i = 0; i < nd; i++)
     if (i != axis1 && i != axis2) order[k++] = i;
   order[k++] = axis1, order[k++] = axis2;
@@ -659,6 +663,7 @@ tg_tensor *tg_diag(tg_tensor *t, int64_t diagonal) {
   char b[256];
   if (nd == 2) return tg_diagonal(t, diagonal, 0, 1);
   if (nd != 1) return tensor_error("diag: needs 1 or 2 axes, got %s", shape_str(b, sizeof b, t->u));
+  if (!sym_axis_plain("diag", t->u, 0)) return NULL;
   if (diagonal == INT64_MIN) return shape_error("diag: offset %lld is too large", (long long)diagonal);
   int64_t n = uop_shape(t->u)[0], k = diagonal < 0 ? -diagonal : diagonal, size, flat;
   if (!ck_add(n, k, &size) || !ck_mul(n, n + 1, &flat))
@@ -722,6 +727,7 @@ tg_tensor *tg_unfold(tg_tensor *t, int axis, int64_t size, int64_t step) {
   int nd = tg_ndim(t);
   if (!normalize_axis("unfold", &axis, nd, AXIS_OF_SCALAR)) return NULL;
   if (nd == 0) return unfold_scalar(t, size, step);
+  if (!sym_axis_plain("unfold", t->u, axis)) return NULL;
   int64_t n = uop_shape(t->u)[axis], out[TG_MAX_DIMS + 1];
   char b[256];
   if (size < 0 || size > n || step < 1)
@@ -809,7 +815,7 @@ tg_tensor *tg_repeat_interleave(tg_tensor *t, int64_t repeats, int axis) {
   if (axis == TG_ALL_AXES) axis = 0;
   int nd = tg_ndim(x);
   tg_tensor *r = NULL;
-  if (normalize_axis("repeat_interleave", &axis, nd, AXIS_OF_SCALAR)) {
+  if (normalize_axis("repeat_interleave", &axis, nd, AXIS_OF_SCALAR) && (!nd || sym_axis_plain("repeat_interleave", x->u, axis))) {
     if (nd == 0) x = tg_reshape(x, (int64_t[]){1}, 1), nd = 1; /* a scalar has one axis: the result is (repeats,) */
     int64_t reps[TG_MAX_DIMS + 1], shape[TG_MAX_DIMS];
     for (int i = 0; i <= nd; i++) reps[i] = i == axis + 1 ? repeats : 1;

@@ -6,6 +6,7 @@
 #include "grad/gradient.h" /* softmax's derivative */
 #include "tensor/shape.h"
 #include "tensor/tensor.h"
+#include "tensor/variable.h"
 
 #define POOL_BEGIN size_t pool_mark_ = uop_pool_mark()
 #define POOL_END(u) do { tg_tensor *r_ = tensor_wrap(u); uop_pool_release(pool_mark_); return r_; } while (0)
@@ -154,13 +155,36 @@ static int64_t reduced_count(tg_tensor *t, const bool *mask) {
 
 static tg_dtype float_of(tg_dtype dt) { return tg_dtype_is_float(dt) ? dt : TG_FLOAT32; }
 
+/* sum / (count - correction), count clamped at 0. Where a reduced axis has a variable size the
+ * count is not a number known here: it is the sum of ones over those axes, a loop that ends at
+ * the bound value (docs/symbolic.md), so one kernel serves every value. */
+static tg_tensor *div_count(tg_tensor *sum, tg_tensor *t, const int *axes, int naxes, const bool *mask, bool keepdim,
+                            double correction) {
+  int nd = tg_ndim(t);
+  bool sym = false;
+  int64_t lay[TG_MAX_DIMS], st[TG_MAX_DIMS] = {0}, en[TG_MAX_DIMS];
+  for (int i = 0; i < nd; i++) {
+    int64_t d = sym_dim(t->u, i);
+    sym |= mask[i] && sym_is(d);
+    lay[i] = mask[i] ? uop_shape(t->u)[i] : uop_shape(t->u)[i] > 0;
+    en[i] = mask[i] ? d : lay[i];
+  }
+  if (!sym) {
+    double n = (double)reduced_count(t, mask) - correction;
+    return tg_div_s(sum, n > 0 ? n : 0);
+  }
+  tg_tensor *n = tg_sum(tg_shrink(tg_full(lay, nd, 1, TG_FLOAT32), st, en), axes, naxes, keepdim);
+  if (correction != 0) n = tg_relu(tg_sub_s(n, correction));
+  return tg_div(sum, tg_cast(n, tg_get_dtype(sum)));
+}
+
 tg_tensor *tg_mean(tg_tensor *t, const int *axes, int naxes, bool keepdim) {
   if (!t) return null_arg("mean");
   bool mask[TG_MAX_DIMS];
   if (!axes_mask("mean", t, axes, naxes, mask)) return NULL;
   tg_scope *s = tg_scope_begin();
   tg_tensor *x = tg_cast(t, float_of(tg_get_dtype(t)));
-  tg_tensor *r = tg_keep(tg_div_s(tg_sum(x, axes, naxes, keepdim), (double)reduced_count(t, mask)));
+  tg_tensor *r = tg_keep(div_count(tg_sum(x, axes, naxes, keepdim), t, axes, naxes, mask, keepdim, 0));
   tg_scope_end(s);
   return r;
 }
@@ -172,8 +196,7 @@ tg_tensor *tg_var(tg_tensor *t, const int *axes, int naxes, bool keepdim, double
   tg_scope *s = tg_scope_begin();
   tg_tensor *x = tg_cast(t, float_of(tg_get_dtype(t)));
   tg_tensor *d = tg_sub(x, tg_mean(x, axes, naxes, true));
-  double n = (double)reduced_count(t, mask) - correction;
-  tg_tensor *r = tg_keep(tg_div_s(tg_sum(tg_mul(d, d), axes, naxes, keepdim), n > 0 ? n : 0));
+  tg_tensor *r = tg_keep(div_count(tg_sum(tg_mul(d, d), axes, naxes, keepdim), t, axes, naxes, mask, keepdim, correction));
   tg_scope_end(s);
   return r;
 }
@@ -334,6 +357,7 @@ tg_tensor *tg_cumsum(tg_tensor *t, int axis) {
   if (!t) return null_arg("cumsum");
   if (!one_axis("cumsum", t, &axis)) return NULL;
   if (tg_ndim(t) == 0) return tg_sum(t, NULL, 0, false);
+  if (!sym_axis_plain("cumsum", t->u, axis)) return NULL; /* i's axis below is an iota of the layout */
   /* out[.., i, ..] = sum_j x[.., j, ..] * (j <= i): x gets a new axis i after `axis` */
   int nd = tg_ndim(t);
   int64_t n = uop_shape(t->u)[axis], wide[TG_MAX_DIMS + 1];

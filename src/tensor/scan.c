@@ -7,6 +7,7 @@
 
 #include "tensor/shape.h"
 #include "tensor/tensor.h"
+#include "tensor/variable.h"
 
 /* iota along `axis` of a rank-nd shape, shaped (1,..,n,..,1) */
 static tg_tensor *iota_at(int64_t n, int axis, int nd, tg_dtype dt) {
@@ -18,6 +19,7 @@ static tg_tensor *iota_at(int64_t n, int axis, int nd, tg_dtype dt) {
 /* The axis (normalized) of a scan; the square (.., n, n, ..) view must be a valid shape too. */
 static bool scan_axis(const char *op, tg_tensor *t, int *axis, tg_dtype dt) {
   if (!normalize_axis(op, axis, tg_ndim(t), AXIS_OF_SCALAR)) return false;
+  if (tg_ndim(t) && !sym_axis_plain(op, t->u, *axis)) return false; /* the square view's second axis is the layout */
   int nd = tg_ndim(t);
   int64_t wide[TG_MAX_DIMS + 1];
   for (int i = 0, k = 0; i < nd; i++) {

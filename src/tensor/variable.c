@@ -112,6 +112,17 @@ bool sym_arg_check(const char *op, const int64_t *args, int n, int64_t *out) {
   return true;
 }
 
+/* Ops that compute sizes from a dim's number (cat's offsets, split's pieces, the scans' square
+ * views) would see the layout: they refuse a variable axis by name instead. */
+bool sym_axis_plain(const char *op, const uop *u, int axis) {
+  int64_t d = sym_dim(u, axis);
+  if (!sym_is(d)) return true;
+  char b[64];
+  tg_set_error(TG_ERR_ARG, "%s: axis %d has a variable size (%s, variable '%s'): not supported", op, axis, sym_str(d, b, sizeof b),
+               uvar_name(sym_var(d)));
+  return false;
+}
+
 /* The dim of u (its symbolic form where it has one). */
 int64_t sym_dim(const uop *u, int i) { return u->sym && u->sym[i] ? u->sym[i] : uop_shape(u)[i]; }
 

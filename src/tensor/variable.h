@@ -19,6 +19,9 @@ int64_t sym_end(int64_t v, bool hi);
 /* Movement arguments args[0..n): no invalid encoding, at most one variable; out (if not NULL)
  * gets their layout values. False with an error naming op. */
 bool sym_arg_check(const char *op, const int64_t *args, int n, int64_t *out);
+/* True when axis (normalized) of u has a plain size; else false with "op: axis 1 has a variable
+ * size (n+1, variable 'n'): not supported". */
+bool sym_axis_plain(const char *op, const uop *u, int axis);
 /* Dim i of u: its symbolic form where it has one, else its size. */
 int64_t sym_dim(const uop *u, int i);
 /* c (of x's layout shape) viewed with x's variable dims: SHRINK(c, [0, size)); c itself when x
