@@ -9,7 +9,9 @@
  *   chunks  a reduction over the batch and other axes of a product of re-read inputs larger
  *           than half the L2 is summed per chunk of images, then over the partial sums;
  *   converted  a product's re-read operand converted from a 16-bit float is converted once
- *           and stored (host devices convert those in software).
+ *           and stored (host devices convert those in software);
+ *   split   a reduction over an axis a reshape merged from a computed value's axes is summed
+ *           over those axes (split_reduce.c).
  *
  * All are rules on REDUCE_AXIS (rules[] below), each a list of choices with the heuristic's
  * first; under BEAM the others are timed too (layout_search.c). docs/architecture.md, "Layout
@@ -304,6 +306,7 @@ static const layout_rule rules[] = {
     {"panels", panel_choices, panel_apply},
     {"converted", converted_choices, converted_apply},
     {"chunks", chunk_choices, chunk_apply},
+    {"split", split_reduce_choices, split_reduce_apply}, /* split_reduce.c */
 };
 
 static const device *device_for(uop *u, const device *dflt) {

@@ -17,6 +17,10 @@ typedef struct layout_rule {
   uop *(*apply)(const device_caps *caps, uop *reduce, int64_t choice);
 } layout_rule;
 
+/* The split rule (split_reduce.c): a reduction over a merged axis, reduced over its parts. */
+int split_reduce_choices(const device_caps *caps, uop *reduce, int64_t *out);
+uop *split_reduce_apply(const device_caps *caps, uop *reduce, int64_t choice);
+
 /* Whether this thread is scheduling a probe (its layout is chosen already). */
 bool layout_probing(void);
 /* Whether reductions on dev get their layout choices timed (BEAM > 0 on a host device, no
