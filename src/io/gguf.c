@@ -12,7 +12,7 @@
  * the aligned offset right after the previous one, data inside the file) and copies the
  * strings out NUL-terminated. Numbers are read from the map when asked for.
  *
- * Quantized tensors become a uint16 tensor of their raw blocks, (blocks, block bytes / 2), and
+ * Quantized tensors become a uint8 tensor of their raw blocks, (blocks, block bytes), and
  * float32 dequantization written as tensor ops on it (slices, shifts, masks, casts,
  * multiplies), so the scheduler fuses it into whatever consumes the weight (one kernel for a
  * matrix-vector product; see the dequantization section for how). The arithmetic is
@@ -504,13 +504,14 @@ int tg_gguf_tensor_info_at(const tg_gguf *g, int64_t i, tg_gguf_tensor_info *inf
 }
 
 /* ---------------------------------------------------------------- dequantization as tensor ops
- * The blocks are read as little-endian 16-bit words, w (nb, block bytes / 2): every supported
- * block has an even size and its float16 scales at even offsets, so a scale is one word.
+ * The blocks are read as bytes, w (nb, block bytes) uint8: a run of 8-bit values is a plain
+ * slice (contiguous loads along the value axis, no shifts), a float16 scale two bytes.
  * Words that a whole block (or sub-block) uses are broadcast to every value *before* any op:
  * a per-block value computed once and then broadcast is an expanded node, which the scheduler
  * stores as a small array in a kernel of its own when it has six or more ops
  * (docs/architecture.md, fusion rule 3). Each function returns (nb, block elements) float32;
- * all run inside tg_gguf_tensor's scope. */
+ * all run inside tg_gguf_tensor's scope. The consumer's reduction over a row is split back
+ * into (blocks, values) by the scheduler (src/schedule/split_reduce.c). */
 
 /* x op c for a literal constant c of x's dtype (folded into the kernel; shifts by an in-range
  * constant need none of tg_shl's guards). */
@@ -532,13 +533,15 @@ static tg_tensor *cols(tg_tensor *x, int64_t lo, int64_t hi) {
   return tg_shrink(x, s, e);
 }
 
-/* The float16 at (even) byte `at` of every block, as float32, repeated rep times: (nb, rep).
- * Decoded with integer ops rather than a float16 bitcast: the magnitude bits moved into a
- * float32's place and scaled by 2^112 (exact for normal and subnormal halves), the sign or'ed
- * in, infinities and NaNs (exponent 31) built directly. */
+/* The float16 at byte `at` of every block (two bytes, low first), as float32, repeated rep
+ * times: (nb, rep). Decoded with integer ops rather than a float16 bitcast: the magnitude bits
+ * moved into a float32's place and scaled by 2^112 (exact for normal and subnormal halves),
+ * the sign or'ed in, infinities and NaNs (exponent 31) built directly. */
 static tg_tensor *half_rep(tg_tensor *w, int64_t at, int64_t rep) {
   int64_t nb = tg_dim(w, 0);
-  tg_tensor *h = tg_cast(tg_expand(cols(w, at / 2, at / 2 + 1), (int64_t[]){nb, rep}, 2), TG_UINT32);
+  tg_tensor *lo = tg_cast(tg_expand(cols(w, at, at + 1), (int64_t[]){nb, rep}, 2), TG_UINT32);
+  tg_tensor *hi = tg_cast(tg_expand(cols(w, at + 1, at + 2), (int64_t[]){nb, rep}, 2), TG_UINT32);
+  tg_tensor *h = tg_bitwise_or(lo, alu_k(OP_SHL, hi, 8));
   tg_tensor *sign = alu_k(OP_SHL, alu_k(OP_AND, h, 0x8000), 16);
   tg_tensor *mag = tg_bitcast(tg_bitwise_or(alu_k(OP_SHL, alu_k(OP_AND, h, 0x7fff), 13), sign), TG_FLOAT32);
   tg_tensor *special = tg_bitcast(tg_bitwise_or(alu_k(OP_OR, sign, 0x7f800000), alu_k(OP_SHL, alu_k(OP_AND, h, 0x3ff), 13)), TG_FLOAT32);
@@ -572,17 +575,16 @@ static tg_tensor *fields(tg_tensor *x, int64_t groups, int64_t len, int bits) {
   return reshape2(alu_k(OP_AND, shr_by(g, field_shifts((int)n, bits, TG_UINT8)), (1 << bits) - 1), nb, groups * n * len);
 }
 
-/* Bytes [lo, hi) (both even) of every block as uint8, each repeated rep times:
- * (nb, hi - lo, rep). The words are broadcast before any op, so every op on a per-block
- * scale runs per value inside the consuming kernel: an expanded node of six or more ops would
- * be stored as a small array first (fusion rule 3), a second kernel and more bytes to read. */
+/* Bytes [lo, hi) of every block, each repeated rep times: (nb, hi - lo, rep) uint8. The
+ * bytes are broadcast before any op, so every op on a per-block scale runs per value inside
+ * the consuming kernel: an expanded node of six or more ops would be stored as a small array
+ * first (fusion rule 3), a second kernel and more bytes to read. */
 static tg_tensor *bytes_rep(tg_tensor *w, int64_t lo, int64_t hi, int64_t rep) {
-  int64_t nb = tg_dim(w, 0), n = (hi - lo) / 2;
-  tg_tensor *x = tg_expand(tg_reshape(cols(w, lo / 2, hi / 2), (int64_t[]){nb, n, 1, 1}, 4), (int64_t[]){nb, n, 2, rep}, 4);
-  return reshape3(tg_cast(shr_by(x, field_shifts(2, 8, TG_UINT16)), TG_UINT8), nb, 2 * n, rep); /* low byte first */
+  int64_t nb = tg_dim(w, 0);
+  return tg_expand(reshape3(cols(w, lo, hi), nb, hi - lo, 1), (int64_t[]){nb, hi - lo, rep}, 3);
 }
 
-static tg_tensor *bytes(tg_tensor *w, int64_t lo, int64_t hi) { return reshape2(bytes_rep(w, lo, hi, 1), tg_dim(w, 0), hi - lo); }
+static tg_tensor *bytes(tg_tensor *w, int64_t lo, int64_t hi) { return cols(w, lo, hi); }
 
 /* Q8_0: d f16, q[32] int8; x = q * d. */
 static tg_tensor *dq_q8_0(tg_tensor *w, int64_t nb) {
@@ -655,7 +657,7 @@ tg_tensor *tg_gguf_tensor(tg_gguf *g, const char *name) {
                         "(F32, F16, BF16, F64, I8-I64, Q8_0, Q4_0, Q4_1, Q4_K and Q6_K are loaded)", g->path, name, ty->name), NULL;
   int64_t nb = t->numel / ty->block;
   tg_scope *s = tg_scope_begin();
-  tg_tensor *raw = host_tensor(data, TG_UINT16, (int64_t[]){nb, ty->size / 2}, 2, t->nbytes);
+  tg_tensor *raw = host_tensor(data, TG_UINT8, (int64_t[]){nb, ty->size}, 2, t->nbytes);
   tg_tensor *r = tg_keep(tg_reshape(ty->dequant(raw, nb), t->shape, t->ndim));
   tg_scope_end(s);
   return r;
