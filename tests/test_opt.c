@@ -765,3 +765,58 @@ TEST(opt_heuristic_row_sum_lanes_along_the_row) {
   free(c.src);
   tg_scope_end(s);
 }
+
+/* Work-group combines that follow one another (one per UPCAST output) share one local array
+ * and one pair of barriers (render/c.c, issue 14): 8 outputs per work-item, each a sum over a
+ * loop then across a group of 16, render to OpenCL with 2 barriers, not 16; and on a
+ * work-group device, the random sequence that took PoCL minutes to build (a float16 matmul
+ * with UPCAST 32 x 8 = 256 outputs per work-item and GROUPTOP 2: 512 barriers before) runs
+ * and matches the unoptimized kernel. */
+static uop *lin_range(int64_t n, int id, int kind) { return uop_new(OP_RANGE, TG_INT64, (uop *[]){uop_idx(n)}, 1, (int64_t[]){id, kind}, 2); }
+static uop *lin_buf(int slot, int64_t n) { return uop_new(OP_DEFINE_GLOBAL, TG_FLOAT32, NULL, 0, (int64_t[]){slot, n}, 2); }
+
+static int count_of(const char *s, const char *what) {
+  int n = 0;
+  for (const char *p = s; p && (p = strstr(p, what)); p += strlen(what)) n++;
+  return n;
+}
+
+TEST(opt_upcast_group_combines_share_barriers) {
+  size_t mark = uop_pool_mark();
+  uop *i = lin_range(4, 0, RANGE_GLOBAL), *g = lin_range(16, 1, RANGE_LOCAL), *r = lin_range(32, 2, RANGE_REDUCE), *st[8];
+  for (int c = 0; c < 8; c++) { /* out[8 i + c] = sum over g, r of x[((8 i + c) * 16 + g) * 32 + r] */
+    uop *row = uop_add(uop_mul(i, uop_idx(8)), uop_idx(c));
+    uop *at = uop_add(uop_mul(uop_add(uop_mul(row, uop_idx(16)), g), uop_idx(32)), r);
+    uop *a = uop_new(OP_LOAD, TG_FLOAT32, (uop *[]){lin_buf(1, 32 * 16 * 32), at}, 2, NULL, 0);
+    uop *part = uop_new(OP_REDUCE, TG_FLOAT32, (uop *[]){a, r}, 2, (int64_t[]){OP_ADD, 1}, 2);
+    uop *all = uop_new(OP_REDUCE, TG_FLOAT32, (uop *[]){part, g}, 2, (int64_t[]){OP_ADD, 1}, 2);
+    st[c] = uop_new(OP_STORE, TG_FLOAT32, (uop *[]){lin_buf(0, 32), row, all, uop_alu(OP_CMPEQ, g, uop_idx(0))}, 4, NULL, 0);
+  }
+  lin_program prog = {0};
+  kernel_info info = {0};
+  CHECK(linearize(uop_new(OP_SINK, TG_BOOL, st, 8, NULL, 0), &prog, &info) == 0);
+  CHECK(program_spec_check(&prog) == 0);
+  const char *names[1] = {"r_upcast_wg"};
+  char *cl = render_opencl(&prog, 1, names);
+  CHECK(cl && count_of(cl, "barrier(CLK_LOCAL_MEM_FENCE);") == 2);
+  CHECK(cl && strstr(cl, "__local float tg_lds0[128];") && !strstr(cl, "tg_lds1")); /* 8 slots of 16 */
+  CHECK(cl && strstr(cl, "tg_lds0[112 + tg_lid] = ")); /* the eighth partial's slot */
+  free(cl), free(prog.ops);
+  uop_pool_release(mark);
+  bool wg = device_default() && device_default()->caps.max_local_size > 1 && device_is_gpu(device_default());
+  if (!wg) return;
+  const opt_case *c = &cases[NCASES - 2]; /* matmul_f16 */
+  static const opt_action acts[] = {{OPT_UPCAST, 0, 32}, {OPT_UPCAST, 0, 8}, {OPT_GROUPTOP, 1, 2}};
+  tg_tensor *in[3];
+  make_inputs(c, in);
+  int64_t n, m;
+  double *ref = reference(c, in, &n), *got;
+  fixed_ctx f = {acts, 3, 0};
+  program_set_opt_hook(fixed_opts, &f);
+  int rc = run_case(c, in, &got, &m);
+  program_set_opt_hook(NULL, NULL);
+  CHECK(rc == 0 && m == n && f.used == 1 && !strcmp(c->name, "matmul_f16"));
+  if (ref && rc == 0) CHECK(compare("upcast 256 + grouptop", c, ref, got, n) == 0);
+  free(got), free(ref);
+  free_inputs(in, c->nin);
+}

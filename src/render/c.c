@@ -140,6 +140,8 @@ typedef struct renderer {
   int nshared;
   const lin_program *prog; /* the program being rendered */
   ptrmap fused;            /* REDUCEs a WMMA accumulates into directly (their adds are skipped) */
+  ptrmap seen;             /* uops of the ops rendered so far */
+  ptrmap combined;         /* work-group combines rendered ahead with an earlier one */
 } renderer;
 
 /* The type a value of dt is computed in (every flavor's prelude defines the tg_ names). */
@@ -613,30 +615,60 @@ long long lin_local_size(const lin_program *p) {
  * its array stored again by a fast work-item while a slow one still reads it. Every work-item
  * combines (G reads each). Letting only group digit 0 combine (the others keep the identity)
  * gave wrong float16 mins on PoCL 3.1 (-0 for -4) before the second barrier existed, the
- * likely cause; it made sums over rows of 4096 412 -> 16 ms there: to try again. */
-static void render_group_combine(renderer *r, uop *u) {
-  uop *g = u->src[1];
-  int digit = gpu_loop(r, g);
-  const char *acc = name_of(r, u), *sm = r->fl->bool_mem;
+ * likely cause; it made sums over rows of 4096 412 -> 16 ms there: to try again.
+ *
+ * The combines that follow in the same block over the same group range, whose partials are
+ * already computed (an UPCAST gives one per output element), share the array and the two
+ * barriers: slot b of the batch at b * local. One pair of barriers per combine made an UPCAST
+ * of 256 outputs with GROUPTOP 512 barriers, and PoCL's work-group compiler took minutes on
+ * them (issue 14: test_opt's random sequences under TC_EMULATE=1 did not finish). */
+enum { COMBINE_BATCH = 256 };
+
+static int combine_batch(renderer *r, int at, uop **batch) {
+  const lin_program *p = r->prog;
+  uop *u = p->ops[at].u;
+  int n = 0;
+  batch[n++] = u;
+  for (int j = at + 1; j < p->n && n < COMBINE_BATCH; j++) {
+    const lin_op *o = &p->ops[j];
+    if (o->kind == L_LOOP || o->kind == L_END) break; /* the same block only */
+    uop *w = o->u;
+    if (o->kind != L_VALUE || w->op != OP_REDUCE || w->nsrc != u->nsrc || w->src[1] != u->src[1] || w->dtype != u->dtype) continue;
+    if (w->src[0]->op == OP_CONST || ptrmap_has(&r->seen, w->src[0])) batch[n++] = w; /* its partial is ready */
+  }
+  return n;
+}
+
+static void render_group_combine(renderer *r, uop *u, int at) {
+  if (ptrmap_has(&r->combined, u)) return;
+  uop *g = u->src[1], *batch[COMBINE_BATCH];
+  int n = combine_batch(r, at, batch), digit = gpu_loop(r, g);
+  const char *sm = r->fl->bool_mem;
   char id[64], arr[32], k[32], slot[160];
   tg_dtype dt = u->dtype;
   snprintf(arr, sizeof arr, "tg_lds%d", r->nshared);
   snprintf(k, sizeof k, "tg_k%d", r->nshared++);
-  sb_printf(&r->shared, "  %s %s %s[%lld];\n", r->fl->shared, dt == TG_BOOL ? sm : ctype(dt), arr, r->local);
+  sb_printf(&r->shared, "  %s %s %s[%lld];\n", r->fl->shared, dt == TG_BOOL ? sm : ctype(dt), arr, r->local * n);
   snprintf(slot, sizeof slot, "tg_lid + (%s - %s) * %lld%s", k, name_of(r, g), digit >= 0 ? r->gdiv[digit] : 1, r->fl->i64_suffix);
-  indent(r);
-  sb_printf(&r->out, "%s[tg_lid] = %s;\n", arr, name_of(r, u->src[0]));
+  for (int b = 0; b < n; b++) {
+    indent(r);
+    sb_printf(&r->out, "%s[%lld + tg_lid] = %s;\n", arr, (long long)b * r->local, name_of(r, batch[b]->src[0]));
+  }
   indent(r);
   sb_printf(&r->out, "%s\n", r->fl->barrier);
-  indent(r);
-  sb_printf(&r->out, "%s %s = %s;\n", ctype(dt), acc, reduce_identity(r, u, id, sizeof id));
-  indent(r);
-  char item[224];
-  snprintf(item, sizeof item, "((%s)%s[%s])", ctype(dt), arr, slot);
-  strbuf e = {0};
-  combine(&e, u, acc, item);
-  sb_printf(&r->out, "for (tg_i64 %s = 0; %s < %s; %s++) %s = %s;\n", k, k, name_of(r, g->src[0]), k, acc, e.s);
-  sb_free(&e);
+  for (int b = 0; b < n; b++) {
+    const char *acc = name_of(r, batch[b]);
+    indent(r);
+    sb_printf(&r->out, "%s %s = %s;\n", ctype(dt), acc, reduce_identity(r, batch[b], id, sizeof id));
+    indent(r);
+    char item[256];
+    snprintf(item, sizeof item, "((%s)%s[%lld + %s])", ctype(dt), arr, (long long)b * r->local, slot);
+    strbuf e = {0};
+    combine(&e, batch[b], acc, item);
+    sb_printf(&r->out, "for (tg_i64 %s = 0; %s < %s; %s++) %s = %s;\n", k, k, name_of(r, g->src[0]), k, acc, e.s);
+    sb_free(&e);
+    if (b) ptrmap_put(&r->combined, batch[b], batch[b]);
+  }
   indent(r); /* all have read before any work-item stores this array again (a combine in a loop) */
   sb_printf(&r->out, "%s\n", r->fl->barrier);
 }
@@ -749,7 +781,7 @@ static void render_op(renderer *r, const lin_op *o) {
     case L_ACC_FINAL: break; /* the accumulator is the value */
     case L_STORE: render_store(r, u); break;
     case L_VALUE:
-      if (u->op == OP_REDUCE) render_group_combine(r, u);
+      if (u->op == OP_REDUCE) render_group_combine(r, u, (int)(o - r->prog->ops));
       else render_value(r, u, (int)(o - r->prog->ops));
       break;
   }
@@ -780,6 +812,8 @@ static bool render_function(renderer *r, const lin_program *p, const char *name,
   r->local = lin_local_size(p);
   r->prog = p;
   ptrmap_free(&r->fused);
+  ptrmap_free(&r->seen);
+  ptrmap_free(&r->combined);
   if (r->fl->gpu) { /* output loops become digits of the work-item index, the first slowest */
     r->ngloop = output_loops(p, r->gloop, r->gdiv, KS_MAX_AXES);
     if (r->ngloop < 0) return false;
@@ -788,7 +822,10 @@ static bool render_function(renderer *r, const lin_program *p, const char *name,
       r->gdiv[i] = inner, inner *= size;
     }
   }
-  for (int i = 0; i < p->n; i++) render_op(r, &p->ops[i]);
+  for (int i = 0; i < p->n; i++) {
+    render_op(r, &p->ops[i]);
+    ptrmap_put(&r->seen, p->ops[i].u, p->ops[i].u);
+  }
   if (!r->fl->gpu) {
     sb_printf(dst, "void %s(void **args, long long tg_start, long long tg_end) {\n", name);
     sb_printf(dst, "  (void)tg_start, (void)tg_end;\n");
@@ -839,6 +876,8 @@ static char *render_flavor(const flavor *fl, const lin_program *progs, int n, co
       if (r.names.keys[j]) free(r.names.vals[j]);
     ptrmap_free(&r.names);
     ptrmap_free(&r.fused);
+    ptrmap_free(&r.seen);
+    ptrmap_free(&r.combined);
     r.nvars = 0;
   }
   sb_printf(&src, "%s%s%s", fl->prelude, HELPERS, r.uses_half ? HALF_HELPERS : "");
