@@ -109,7 +109,8 @@ TEST(split_reduce_several_reduced_axes) {
 }
 
 /* A GGUF-like blocked weight: int8 values (R*NB, 32) times a per-block scale, reshaped to
- * (R, NB*32), times a vector: the reduction over cols splits into (NB, 32); one kernel. */
+ * (R, NB*32), times a vector: the reduction over cols splits into (NB, 32); one kernel. The
+ * same through a transpose (x Wᵀ for a row x, a linear layer's form). */
 TEST(split_reduce_blocked_matvec) {
   enum { R = 40, NB = 6, C = NB * 32 };
   signed char q[R * C];
@@ -130,6 +131,10 @@ TEST(split_reduce_blocked_matvec) {
   tg_reset_stats();
   check_values(y, want, R, 1e-5f);
   CHECK(tg_get_stats().kernels_run == 1);
+  /* one row x Wᵀ, as a linear layer computes it: W reaches the product through two PERMUTEs */
+  tg_tensor *yt = tg_matmul(input(x, (int64_t[]){1, C}, 2), tg_transpose(w, 0, 1));
+  CHECK(splits(yt));
+  check_values(yt, want, R, 1e-5f);
   tg_scope_end(s);
 }
 

@@ -10,14 +10,15 @@
  *
  *   REDUCE(s, axis a)  →  RESHAPE(REDUCE(RESHAPE(s, a split into p1..pk), axes a..a+k-1), shape)
  *
- * Where: the reduce's source is walked through elementwise ops, EXPANDs that keep axis a, and
- * RESHAPEs that keep axis a whole (followed to the input axis it is); the first RESHAPE that
- * makes axis a from pieces of k > 1 input axes (row-major boundaries that nest) whose input is
+ * Where: the reduce's source is walked through elementwise ops, PERMUTEs (to the axis a is),
+ * EXPANDs, SHRINKs, PADs and FLIPs that keep axis a's size, and RESHAPEs that keep axis a whole
+ * (followed to the input axis it is); the first RESHAPE that makes axis a from pieces of k > 1 input axes (row-major boundaries that nest) whose input is
  * computed (not a view of a buffer or a constant, which the lowering indexes with plain strides
  * anyway) gives p1..pk, and a part that is a whole input axis is split further by the reshapes
  * below it (Q4_K: cols -> (blocks, 256) -> (blocks, 8, 32)). The value is the same reduction,
  * the terms visited in the same order (the merged axis' order is the parts' row-major order).
- * Not for symbolic or empty sizes. */
+ * Not for symbolic or empty sizes. Any split gives the same value (the terms keep their order);
+ * the walk only chooses one the lowering can index without div/mod. */
 #include <string.h>
 
 #include "schedule/schedule.h"
@@ -25,9 +26,15 @@
 
 #include "tensor/tensor.h"
 
-/* The walk visits at most WALK_MAX_NODES nodes: graphs share nodes (a random generator's hash
- * rounds), so an unbounded walk of paths would be exponential. */
-enum { WALK_MAX_NODES = 256, MAX_PARTS = TG_MAX_DIMS };
+/* The walk remembers the (node, axis) pairs that gave no split (graphs share nodes: a random
+ * generator's hash rounds, GELU's uses of x; walking every path would be exponential) and
+ * visits at most WALK_MAX_NODES nodes. */
+enum { WALK_MAX_NODES = 4096, MAX_PARTS = TG_MAX_DIMS };
+
+typedef struct walk {
+  int budget;
+  ptrmap failed; /* node → bit (1 << axis) set for each axis that gave no split (axes < 64) */
+} walk;
 
 typedef struct split {
   int axis;                /* the reduced axis of the reduce's source */
@@ -83,24 +90,35 @@ static int parts_of(uop *r, int a, int64_t *parts, int *ax) {
 /* The parts of axis a found under x (see the header): k > 1 parts in parts[], each refined by
  * the reshapes further down where it is an axis of their input; 1 when there is no split (or
  * the walk's budget of nodes ran out). */
-static int find_split(uop *x, int a, int *budget, int64_t *parts) {
-  if (--*budget < 0 || symbolic(x)) return 1;
+static int find_split_at(uop *x, int a, walk *w, int64_t *parts);
+
+static int find_split(uop *x, int a, walk *w, int64_t *parts) {
+  uint64_t seen = (uint64_t)(uintptr_t)ptrmap_get(&w->failed, x), bit = a < 64 ? UINT64_C(1) << a : 0;
+  if (seen & bit) return 1;
+  int n = find_split_at(x, a, w, parts);
+  if (n == 1 && bit) ptrmap_put(&w->failed, x, (void *)(uintptr_t)(seen | bit)); /* out of memory: walked again */
+  return n;
+}
+
+static int find_split_at(uop *x, int a, walk *w, int64_t *parts) {
+  if (--w->budget < 0 || symbolic(x)) return 1;
   if (uop_is_alu(x)) {
     int n = 1;
-    for (int i = 0; i < x->nsrc && n == 1; i++) n = find_split(x->src[i], a, budget, parts);
+    for (int i = 0; i < x->nsrc && n == 1; i++) n = find_split(x->src[i], a, w, parts);
     return n;
   }
-  if (x->op == OP_EXPAND)
-    return uop_shape(x->src[0])[a] == uop_shape(x)[a] ? find_split(x->src[0], a, budget, parts) : 1;
+  if (x->op == OP_PERMUTE) return find_split(x->src[0], (int)x->arg[a], w, parts); /* axis a is input axis arg[a] */
+  if (x->op == OP_EXPAND || x->op == OP_SHRINK || x->op == OP_PAD || x->op == OP_FLIP) /* views that keep the rank */
+    return uop_shape(x->src[0])[a] == uop_shape(x)[a] ? find_split(x->src[0], a, w, parts) : 1;
   int ax[MAX_PARTS];
   int64_t mine[MAX_PARTS];
   int n = x->op == OP_RESHAPE && uop_shape(x)[a] > 1 ? parts_of(x, a, mine, ax) : 0;
-  if (n == 1) return ax[0] >= 0 ? find_split(x->src[0], ax[0], budget, parts) : 1; /* axis a is an input axis */
+  if (n == 1) return ax[0] >= 0 ? find_split(x->src[0], ax[0], w, parts) : 1; /* axis a is an input axis */
   if (n < 2 || plain_view(x->src[0])) return 1;
   int k = 0;
   for (int i = 0; i < n; i++) { /* each part, refined below where it is an input axis */
     int64_t sub[MAX_PARTS];
-    int m = ax[i] >= 0 ? find_split(x->src[0], ax[i], budget, sub) : 1;
+    int m = ax[i] >= 0 ? find_split(x->src[0], ax[i], w, sub) : 1;
     if (m == 1) sub[0] = mine[i];
     if (k + m > MAX_PARTS) return 1;
     memcpy(parts + k, sub, sizeof(int64_t) * (size_t)m), k += m;
@@ -114,8 +132,9 @@ static bool split_of(uop *u, split *s) {
   if (symbolic(u) || symbolic(src) || shape_numel(uop_shape(src), uop_ndim(src)) == 0) return false; /* empty: nothing to split */
   for (int i = 1; i < u->narg; i++) {
     s->axis = (int)u->arg[i];
-    int budget = WALK_MAX_NODES;
-    s->nparts = find_split(src, s->axis, &budget, s->parts);
+    walk w = {.budget = WALK_MAX_NODES};
+    s->nparts = find_split(src, s->axis, &w, s->parts);
+    ptrmap_free(&w.failed);
     if (s->nparts > 1 && uop_ndim(src) + s->nparts - 1 <= TG_MAX_DIMS) return true;
   }
   return false;
