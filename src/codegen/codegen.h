@@ -110,6 +110,11 @@ typedef struct kshape {
   int reduce_op;               /* op of the first reduction (OP_ADD/MUL/MAX), -1 if none */
   int nreduces;                /* REDUCE_AXIS nodes in the kernel */
   bool group_ok;               /* one reduction reached only through ALU ops and reshapes */
+  /* Output dims (bit d) the kernel's reductions are broadcast along: a row's max or sum fused
+   * into the kernel that normalizes the row (docs/architecture.md, "Fusion policy"). Their
+   * loops stay inside the others (no THREAD, no SWAP past them), so each reduction runs once
+   * per row; their lane may be the reduction's lane too (kshape_row_lane_axis). */
+  uint64_t row_dims;
   tg_dtype out_dtype;
   kaxis ax[KS_MAX_AXES];
   int nax;
@@ -159,6 +164,12 @@ void kshape_optimize(kshape *ks, uop *ast, const device_caps *caps);
  * lanes, preferring an upcast of the last output dim (contiguous stores), then an unrolled
  * reduce axis (the last reduce dim's), then any other upcast. */
 int kshape_lane_axis(const kshape *ks);
+/* In a kernel with row dims: an unrolled axis of the other class (reduce vs output) that shares
+ * the lane axis's vector lanes (the same size, stride 1: one row's reduction runs along the
+ * lanes the row's outputs are stored in), or -1. */
+int kshape_row_lane_axis(const kshape *ks);
+/* The dims of u's shape the values of the reductions under it move along (bit d; up to 63). */
+uint64_t reduce_moving_dims(uop *u);
 /* The parallel axis (THREAD or GROUP) index, or -1. */
 int kshape_parallel_axis(const kshape *ks);
 /* Text of the applied actions, e.g. "UPCAST(1,16) THREAD(0,64)". */

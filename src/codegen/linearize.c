@@ -7,7 +7,9 @@
  * the same loops whose inputs are ready share one loop nest (the accumulators of a register
  * tile). Vector lanes are types (vcount), not loops. Local ranges (work-group devices) are
  * outer loops too, the innermost ones; a REDUCE over local ranges (a work-group combine) is
- * no loop but one value (L_VALUE) after its source. Deterministic: sources in order. */
+ * no loop but one value (L_VALUE) after its source. Output loops are opened one by one, and a
+ * REDUCE that needs only the open ones (a row reduction fused into the kernel that consumes
+ * it) is emitted before the next: once per row. Deterministic: sources in order. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,6 +24,8 @@ typedef struct lin_ctx {
   VEC(bool) alive;  /* scope → still open (a node from a closed loop nest is emitted again) */
   int scope;
   ptrmap hoisted;   /* node → open mask + 1 of its last hoist visit (shared DAGs stay linear) */
+  ptrmap has_reduce; /* node → 1 a REDUCE is under it, 2 none */
+  ptrmap row_hoisted; /* as hoisted, for hoist_row_values */
   VEC(lin_op) ops;
   VEC(uop *) reduces; /* every REDUCE, sources first */
   uint64_t open;
@@ -115,7 +119,10 @@ static int reduce_group(lin_ctx *c, uop *u, uop **group, int cap) {
   for (size_t i = 0; i < c->reduces.n && n < cap; i++) {
     uop *r = c->reduces.v[i];
     if (r == u || emitted(c, r) || !same_loops(u, r)) continue;
-    if ((deps_of(c, r) & ~c->open) || !independent(u, r)) continue;
+    if (deps_of(c, r) & ~c->open) continue;
+    bool free = true; /* of every member: a row's sum of exp needs the row's max first */
+    for (int g = 0; g < n && free; g++) free = independent(group[g], r);
+    if (!free) continue;
     mark_emitted(c, r);
     group[n++] = r;
   }
@@ -182,6 +189,41 @@ static void emit(lin_ctx *c, uop *u) {
   push(c, u->op == OP_STORE ? L_STORE : L_VALUE, u);
 }
 
+static bool has_reduce(lin_ctx *c, uop *u) {
+  uintptr_t v = (uintptr_t)ptrmap_get(&c->has_reduce, u);
+  if (v) return v == 1;
+  bool r = u->op == OP_REDUCE;
+  for (int i = 0; i < u->nsrc && !r; i++) r = has_reduce(c, u->src[i]);
+  ptrmap_put(&c->has_reduce, u, (void *)(uintptr_t)(r ? 1 : 2));
+  return r;
+}
+
+/* Emit what under u computes from reductions and needs only the open loops (the final
+ * combine of a sum's lanes, 1 / sum): once per row too. */
+static void hoist_row_values(lin_ctx *c, uop *u) {
+  if (c->err || emitted(c, u) || inline_node(u) || !has_reduce(c, u)) return;
+  if ((deps_of(c, u) & ~c->open) == 0) { emit(c, u); return; }
+  void *visit = (void *)(uintptr_t)(c->open + 1);
+  if (ptrmap_get(&c->row_hoisted, u) == visit) return;
+  ptrmap_put(&c->row_hoisted, u, visit);
+  int n = u->op == OP_REDUCE ? reduce_nbody(u) : u->nsrc;
+  for (int i = 0; i < n; i++) hoist_row_values(c, u->src[i]);
+}
+
+/* Between output loops: the REDUCEs that need no loop not yet open (a row's max or sum fused
+ * into the kernel that normalizes the row, docs/architecture.md "Fusion policy"): computed
+ * once per row, before the loops over the row's elements, not once per element. */
+static void emit_row_reduces(lin_ctx *c, uop *sink) {
+  bool any = false;
+  for (size_t i = 0; i < c->reduces.n && !c->err; i++) {
+    uop *r = c->reduces.v[i];
+    if (emitted(c, r) || group_combine(r) || (deps_of(c, r) & ~c->open)) continue;
+    emit(c, r);
+    any = true;
+  }
+  if (any) hoist_row_values(c, sink);
+}
+
 /* Output loops go outermost: the parallel range first, local ranges last (the work-group's
  * digits of the work-item index are its innermost), else by range id (= axis order). */
 static int outer_order(const uop *a, const uop *b) {
@@ -215,6 +257,7 @@ int linearize(uop *sink, lin_program *prog, kernel_info *info) {
     push(&c, L_LOOP, outer.v[i]);
     c.open |= deps_of(&c, outer.v[i]);
     c.trips *= trip_count(outer.v[i]);
+    if (i + 1 < outer.n) emit_row_reduces(&c, sink);
   }
   emit(&c, sink);
   for (size_t i = outer.n; i > 0; i--) push(&c, L_END, outer.v[i - 1]);
@@ -225,6 +268,8 @@ int linearize(uop *sink, lin_program *prog, kernel_info *info) {
   ptrmap_free(&c.deps);
   ptrmap_free(&c.emitted);
   ptrmap_free(&c.hoisted);
+  ptrmap_free(&c.has_reduce);
+  ptrmap_free(&c.row_hoisted);
   if (c.err) { VEC_FREE(c.ops); return c.err; }
   prog->ops = c.ops.v, prog->n = (int)c.ops.n;
   return 0;

@@ -37,6 +37,7 @@ typedef struct lower_ctx {
   uop *var[KS_MAX_AXES];    /* loop and lane axes: their RANGE; other unrolled axes: NULL */
   int64_t val[KS_MAX_AXES]; /* value of each unrolled axis in the copy being built */
   int lane;                 /* lane axis or -1 */
+  int lane2;                /* an axis sharing the lane's range (kshape_row_lane_axis) or -1 */
   uop *lane_range;
   int64_t lanes;
   uop *scratch;             /* partials of a GROUPed reduction */
@@ -162,7 +163,7 @@ static uop *dim_clamp(lower_ctx *c, int d, uop *idx) {
 static int dup_axes(lower_ctx *c, axis_kind k, int *out) {
   int n = 0;
   for (int i = 0; i < c->ks->nax; i++)
-    if (c->ks->ax[i].kind == k && i != c->lane) out[n++] = i;
+    if (c->ks->ax[i].kind == k && i != c->lane && i != c->lane2) out[n++] = i;
   return n;
 }
 
@@ -331,6 +332,12 @@ static bool is_kernel_reduce(lower_ctx *c, uop *x) {
 static uop *reduce_tc(lower_ctx *c, uop *x, uop **idx, int n, uop *valid);
 static uop *first_reduce(uop *ast);
 
+/* The reduce axis on the vector lanes (the lane axis, or the one sharing it), or -1. */
+static int reduce_lane(const lower_ctx *c) {
+  if (c->lane >= 0 && c->ks->ax[c->lane].kind == AX_UNROLL) return c->lane;
+  return c->lane2 >= 0 && c->ks->ax[c->lane2].kind == AX_UNROLL ? c->lane2 : -1;
+}
+
 static uop *lower_reduce(lower_ctx *c, uop *x, uop **idx, int n, uop *valid) {
   if (!is_kernel_reduce(c, x)) return reduce_plain(c, x, idx, n, valid);
   if (c->stage == STAGE_COMBINE) return reduce_partials(c, x, idx, n, valid);
@@ -340,9 +347,9 @@ static uop *lower_reduce(lower_ctx *c, uop *x, uop **idx, int n, uop *valid) {
   int dup[KS_MAX_AXES], ndup = dup_axes(c, AX_UNROLL, dup), nb = 0;
   /* a padded reduce dim that is exactly the lane axis: its padded lanes accumulate apart and
    * the final combine skips them (arg[2] = lanes to combine) instead of masking every body */
-  int lane_only = -1;
-  if (c->lane >= 0 && ks->ax[c->lane].kind == AX_UNROLL) {
-    int d = ks->ax[c->lane].dim;
+  int lane_only = -1, rlane = reduce_lane(c);
+  if (rlane >= 0) {
+    int d = ks->ax[rlane].dim;
     if (ks->padded[d] != ks->size[d] && ks->padded[d] == c->lanes) lane_only = d;
   }
   for (int j = 0; j < ndup; j++) c->val[dup[j]] = 0;
@@ -361,7 +368,7 @@ static uop *lower_reduce(lower_ctx *c, uop *x, uop **idx, int n, uop *valid) {
   int ns = nb;
   for (int i = 0; i < ks->nax; i++) /* its loops in loop order, then the lane */
     if (ks->ax[i].kind == AX_REDUCE) src[ns++] = c->var[i];
-  if (c->lane >= 0 && ks->ax[c->lane].kind == AX_UNROLL) src[ns++] = c->lane_range;
+  if (rlane >= 0) src[ns++] = c->lane_range;
   int64_t arg[3] = {x->arg[0], nb, lane_only >= 0 ? ks->size[lane_only] : 0};
   uop *partial = uop_new(OP_REDUCE, x->dtype, src, ns, arg, lane_only >= 0 ? 3 : 2);
   if (!c->group_local) return partial;
@@ -393,34 +400,45 @@ static tg_dtype tc_operands(uop *r, uop **op) {
 
 /* The dims of u's shape its value moves along (bit d): views map them, a broadcast (EXPAND of
  * a size-1 dim) does not move, a reshape moves a whole group of equal product if any of its
- * dims moves, a padded dim moves (its mask does). Conservative: anything else moves along all. */
-static uint64_t moving_dims(uop *u) {
+ * dims moves, a padded dim moves (its mask does). Conservative: anything else moves along all.
+ * reduces: count only the values of reductions (a leaf moves along nothing, a reduction along
+ * all its dims): the dims a kernel's reductions are broadcast along are the rest. memo: node →
+ * mask | bit 63 (shapes of at most 63 dims; a DAG is walked once). */
+typedef struct moving_ctx {
+  bool reduces;
+  ptrmap memo;
+} moving_ctx;
+
+static uint64_t moving_in(moving_ctx *mc, uop *u);
+
+static uint64_t moving_compute(moving_ctx *mc, uop *u) {
   int n = uop_ndim(u);
   const int64_t *s = uop_shape(u);
   uint64_t all = 0, m = 0;
   for (int d = 0; d < n && d < 64; d++)
     if (s[d] > 1) all |= 1ull << d;
   if (u->op == OP_CONST || u->op == OP_VALUE) return 0;
+  if (mc->reduces && (u->op == OP_PARAM || u->op == OP_IOTA)) return 0;
   if (uop_is_alu(u)) {
-    for (int i = 0; i < u->nsrc; i++) m |= moving_dims(u->src[i]);
+    for (int i = 0; i < u->nsrc; i++) m |= moving_in(mc, u->src[i]);
     return m & all;
   }
   uop *x = u->nsrc ? u->src[0] : NULL;
   switch (u->op) {
-    case OP_EXPAND: case OP_SHRINK: case OP_FLIP: return moving_dims(x) & all;
+    case OP_EXPAND: case OP_SHRINK: case OP_FLIP: return moving_in(mc, x) & all;
     case OP_PAD:
-      m = moving_dims(x);
+      m = moving_in(mc, x);
       for (int d = 0; d < n && d < 64; d++)
         if (u->arg[2 * d] || u->arg[2 * d + 1]) m |= 1ull << d;
       return m & all;
     case OP_PERMUTE: {
-      uint64_t in = moving_dims(x);
+      uint64_t in = moving_in(mc, x);
       for (int d = 0; d < n && d < 64; d++)
         if (in >> u->arg[d] & 1) m |= 1ull << d;
       return m & all;
     }
     case OP_RESHAPE: { /* group-wise, as lower_reshape: size-1 dims apart, groups of equal product */
-      uint64_t in = moving_dims(x);
+      uint64_t in = moving_in(mc, x);
       const int64_t *xs = uop_shape(x);
       int xn = uop_ndim(x), i = 0, j = 0;
       for (;;) {
@@ -442,6 +460,28 @@ static uint64_t moving_dims(uop *u) {
     }
     default: return all;
   }
+}
+
+static uint64_t moving_in(moving_ctx *mc, uop *u) {
+  uintptr_t v = (uintptr_t)ptrmap_get(&mc->memo, u);
+  if (v) return (uint64_t)v & ~(1ull << 63);
+  uint64_t m = uop_ndim(u) > 63 ? ~0ull >> 1 : moving_compute(mc, u);
+  ptrmap_put(&mc->memo, u, (void *)(uintptr_t)(m | 1ull << 63));
+  return m;
+}
+
+static uint64_t moving_dims(uop *u) {
+  moving_ctx mc = {false, {0}};
+  uint64_t m = moving_in(&mc, u);
+  ptrmap_free(&mc.memo);
+  return m;
+}
+
+uint64_t reduce_moving_dims(uop *u) {
+  moving_ctx mc = {true, {0}};
+  uint64_t m = moving_in(&mc, u);
+  ptrmap_free(&mc.memo);
+  return m;
 }
 
 /* The reduce-input position of each kernel dim (-1: none): the reduce dims by the reduction's
@@ -724,6 +764,7 @@ static uop *first_reduce(uop *ast) {
 static void setup_axes(lower_ctx *c, int stage) {
   const kshape *ks = c->ks;
   c->lane = kshape_lane_axis(ks);
+  c->lane2 = kshape_row_lane_axis(ks);
   c->next_range = ks->nax;
   for (int i = 0; i < ks->nax; i++) {
     const kaxis *x = &ks->ax[i];
@@ -731,6 +772,8 @@ static void setup_axes(lower_ctx *c, int stage) {
     if (i == c->lane) {
       c->var[i] = c->lane_range = new_range(i, x->size, RANGE_LANE);
       c->lanes = x->size;
+    } else if (i == c->lane2) {
+      continue; /* after the loop: the lane's range */
     } else if (x->kind == AX_GLOBAL || x->kind == AX_REDUCE) {
       uop *end = sym_range_end(c, i); /* a variable dim's loop: to its size */
       int kind = x->kind == AX_GLOBAL ? RANGE_GLOBAL : RANGE_REDUCE;
@@ -743,6 +786,7 @@ static void setup_axes(lower_ctx *c, int stage) {
     if (x->kind == AX_GROUP) c->groups = x->size;
     if (x->kind == AX_GROUP && ks->local_max > 1) c->group_local = c->var[i];
   }
+  if (c->lane2 >= 0) c->var[c->lane2] = c->lane_range;
 }
 
 /* The value stored for one output element: the kernel's expression, or in stage 1 the
@@ -815,7 +859,7 @@ uop *lower_kernel(uop *ast, const kshape *ks_in, int stage, kernel_info *info) {
     if (kshape_init(&plain, ast) < 0) return NULL;
     ks_in = &plain;
   }
-  lower_ctx c = {.ks = ks_in, .stage = stage, .lane = -1, .out_numel = shape_numel(ast->arg, ast->narg)};
+  lower_ctx c = {.ks = ks_in, .stage = stage, .lane = -1, .lane2 = -1, .out_numel = shape_numel(ast->arg, ast->narg)};
   kernel_facts(ast, info);
   setup_vars(&c, ast);
   setup_dsym(&c, ast, first_reduce(ast));

@@ -35,6 +35,9 @@ const char *opt_name(opt_kind k) { return k >= 0 && k < OPT_COUNT ? opt_names[k]
 
 static bool is_unrolled(axis_kind k) { return k == AX_UPCAST || k == AX_UNROLL; }
 
+/* A dim the kernel's reductions are broadcast along (kshape.row_dims). */
+static bool row_dim(const kshape *ks, int d) { return d < 64 && (ks->row_dims >> d & 1); }
+
 /* ---------------------------------------------------------------- init */
 
 /* Does every path from u to r go through ALU ops and reshapes only? (memo: node → 1 ok, 2 bad) */
@@ -89,6 +92,11 @@ int kshape_init(kshape *ks, uop *ast) {
       ks->size[d] = ks->padded[d] = s[first->arg[1 + j]];
     }
     ks->group_ok = ks->nreduces == 1 && group_possible(ast, first, order, n);
+    if (ks->nout <= 63) {
+      uint64_t moving = reduce_moving_dims(ast->src[0]);
+      for (int d = 0; d < ks->nout; d++)
+        if (ks->size[d] > 1 && !(moving >> d & 1)) ks->row_dims |= 1ull << d;
+    }
   }
   free(order);
   for (int d = 0; d < ks->nout + ks->nred; d++) {
@@ -220,6 +228,8 @@ static int apply_parallel(kshape *ks, opt_action a) {
   int rc = check_split(ks, a, thread ? AX_GLOBAL : AX_REDUCE, thread ? "an output loop" : "a reduce loop");
   if (rc) return rc;
   if (kshape_parallel_axis(ks) >= 0) return BAD("%s(%d,%lld): the kernel already has a parallel axis", opt_name(a.kind), a.axis, (long long)a.amount);
+  if (thread && row_dim(ks, ks->ax[a.axis].dim))
+    return BAD("THREAD(%d,%lld): dim %d is a row's (each thread would redo the row's reductions)", a.axis, (long long)a.amount, ks->ax[a.axis].dim);
   if (!thread && !ks->group_ok)
     return BAD("%s(%d,%lld): needs a single reduction reached through elementwise ops", opt_name(a.kind), a.axis, (long long)a.amount);
   if (!thread && ks->tc) return BAD("%s(%d,%lld): the reduction is on tensor cores", opt_name(a.kind), a.axis, (long long)a.amount);
@@ -315,6 +325,8 @@ static int apply_swap(kshape *ks, opt_action a) {
   kaxis *x = &ks->ax[a.axis], *y = &ks->ax[a.amount];
   bool same = (x->kind == AX_GLOBAL && y->kind == AX_GLOBAL) || (x->kind == AX_REDUCE && y->kind == AX_REDUCE);
   if (!same) return BAD("SWAP(%d,%lld): both axes must be output loops or both reduce loops", a.axis, (long long)a.amount);
+  if (x->kind == AX_GLOBAL && row_dim(ks, x->dim) != row_dim(ks, y->dim))
+    return BAD("SWAP(%d,%lld): a row's loop stays inside the others (its reductions run once per row)", a.axis, (long long)a.amount);
   kaxis t = *x;
   *x = *y, *y = t;
   return 0;
@@ -387,6 +399,20 @@ int kshape_lane_axis(const kshape *ks) {
   if (ks->scalar || !tg_getenv_cached(&enabled, "VECTORIZE", 1)) return -1;
   for (int i = 0; i < ks->nax; i++)
     if (is_unrolled(ks->ax[i].kind) && ks->ax[i].stride == 1 && pow2_lanes(ks->ax[i].size)) return i;
+  return -1;
+}
+
+int kshape_row_lane_axis(const kshape *ks) {
+  int lane = kshape_lane_axis(ks);
+  if (lane < 0 || !ks->row_dims) return -1;
+  const kaxis *l = &ks->ax[lane];
+  bool out = l->kind == AX_UPCAST;
+  if (out && !row_dim(ks, l->dim)) return -1;
+  for (int i = 0; i < ks->nax; i++) {
+    const kaxis *x = &ks->ax[i];
+    if (i == lane || x->stride != 1 || x->size != l->size) continue;
+    if (x->kind == (out ? AX_UNROLL : AX_UPCAST) && (out || row_dim(ks, x->dim))) return i;
+  }
   return -1;
 }
 
@@ -842,6 +868,32 @@ static bool optimize_tc(kshape *ks) {
   return false;
 }
 
+/* A kernel whose reductions are per row (row dims: a softmax, a layernorm fused into one
+ * kernel): the row's innermost dim gets vector lanes as outputs and, sharing them, as the
+ * reduce dim of the same size (kshape_row_lane_axis), so the max, the sum and the normalized
+ * row all run on vectors; a row not a multiple of the lanes is padded (masked). No register
+ * tile (rows' reductions interleaved gained nothing); threads split the rows. */
+static bool row_lanes(kshape *ks, int width) {
+  int j = ks->nout - 1, k = ks->nout + ks->nred - 1;
+  while (j >= 0 && ks->size[j] == 1) j--;
+  if (j < 0 || !row_dim(ks, j) || ks->nred == 0 || ks->size[k] != ks->size[j]) return false;
+  int64_t n = ks->size[j];
+  kshape t = *ks;
+  if (n % width && 2 * n > width && n < 64 * width) {
+    if (!try_apply(&t, OPT_PADTO, find_axis(&t, j, AX_GLOBAL), width) || !try_apply(&t, OPT_PADTO, find_axis(&t, k, AX_REDUCE), width))
+      t = *ks;
+  }
+  for (int w = width; w >= 2; w /= 2) {
+    kshape u = t;
+    if (try_apply(&u, OPT_UPCAST, find_axis(&u, j, AX_GLOBAL), w) && try_apply(&u, OPT_UNROLL, find_axis(&u, k, AX_REDUCE), w) &&
+        kshape_row_lane_axis(&u) >= 0) {
+      *ks = u;
+      return true;
+    }
+  }
+  return false;
+}
+
 void kshape_optimize(kshape *ks, uop *ast, const device_caps *caps) {
   if (tg_getenv_int("NOOPT", 0)) return;
   enum { MAXACC = 64 };
@@ -860,6 +912,11 @@ void kshape_optimize(kshape *ks, uop *ast, const device_caps *caps) {
   int width = caps_lanes(caps, widest);
   int64_t work = 1;
   for (int d = 0; d < ks->nout + ks->nred; d++) work *= ks->size[d];
+  if (ks->row_dims && row_lanes(ks, width)) {
+    parallelize(ks, work, -1, caps->threads);
+    free(acc);
+    return;
+  }
   int lane_dim = choose_lanes(ks, acc, na, width);
   if (ks->nred > 0) {
     unroll_short_reduce(ks);

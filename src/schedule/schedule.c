@@ -117,12 +117,80 @@ static void forget_reached(sched *s, uop *u) {
   ptrmap_free(&seen);
 }
 
+/* ---- row reductions fused into their consumer (docs/architecture.md, "Fusion policy" 2a)
+ * A reduction R over the last dims of x, broadcast back along those same dims (EXPAND) to a
+ * kernel that iterates x's shape in order (its loops: the rows outside, the row's dims inside),
+ * has one value per row: the linearizer computes it before the row's loops (hoisted), so the
+ * kernel reads each row from memory once and again from cache (softmax: max, sum of exp and
+ * the normalized row in one kernel). Only where a row fits the cache (device caps) and on
+ * devices with loops (a work-item device would recompute R in every work-item). */
+
+enum { ROW_CACHE_SHARE = 4 }; /* a row may use this fraction of the L2 (its passes, the output) */
+
+/* The dims of size > 1 where `in` and `out` differ (bit d), or -1 if there are more than 63. */
+static int64_t differing_dims(const uop *in, const uop *out) {
+  int n = uop_ndim(out);
+  int64_t m = 0;
+  if (n > 63 || uop_ndim(in) != n) return -1;
+  for (int d = 0; d < n; d++)
+    if (uop_shape(in)[d] != uop_shape(out)[d]) m |= (int64_t)1 << d;
+  return m;
+}
+
+/* Are the dims in mask the innermost dims of shape of size > 1 (after every other one)? */
+static bool inner_dims(const uop *u, int64_t mask) {
+  bool seen = false;
+  for (int d = 0; d < uop_ndim(u); d++) {
+    bool in = mask >> d & 1;
+    if (in) seen = true;
+    else if (seen && uop_shape(u)[d] > 1) return false;
+  }
+  return mask > 0;
+}
+
+/* An EXPAND of a per-row value back along the row's dims (the last ones), reached from a loop
+ * context in order: what it repeats is computed once per row. */
+static bool row_expand(const uop *u) { return u->op == OP_EXPAND && inner_dims(u, differing_dims(u->src[0], u)); }
+
+/* ALU ops a pass over the row computes per element to get R: those of the row's shape under
+ * R's source up to stored values, the bodies of reductions nested in it included (each is a
+ * pass of its own that the kernel also runs); ops on per-row values (shape of a reduction's
+ * result) run once per row and do not count. More than the search budget counts as too many. */
+static int row_pass_alu(sched *s, uop *u, const uop *row, ptrmap *seen, int *steps) {
+  if (stops_fusion(s, u) || ptrmap_has(seen, u)) return 0;
+  if (++*steps > COST_SEARCH) return COST_SEARCH;
+  ptrmap_put(seen, u, u);
+  int n = uop_is_alu(u) && differing_dims(u, row) == 0;
+  for (int i = 0; i < u->nsrc && n < COST_SEARCH; i++) n += row_pass_alu(s, u->src[i], row, seen, steps);
+  return n;
+}
+
+/* R, reached below a row_expand of shape `row` through ALU ops, reduces exactly the expanded
+ * dims of a row that fits the device's cache, and its pass repeats little work: the consumer
+ * computes what R's source shares with it once more per element (x - mean(x) chained 100
+ * times would nest every mean, quadratic work, without the bound). */
+static bool row_reduce_fuses(sched *s, uop *r, const uop *row) {
+  const device_caps *caps = &s->dev->caps;
+  if (!row || caps->max_local_size > 1 || differing_dims(r->src[0], row) != 0) return false;
+  int64_t bytes = (int64_t)tg_dtype_size(r->src[0]->dtype);
+  for (int i = 1; i < r->narg; i++) bytes *= uop_shape(r->src[0])[r->arg[i]];
+  if (bytes * ROW_CACHE_SHARE > caps->l2_bytes) return false;
+  ptrmap seen = {0};
+  int steps = 0, alu = row_pass_alu(s, r->src[0], r->src[0], &seen, &steps);
+  ptrmap_free(&seen);
+  return alu <= RECOMPUTE_LIMIT;
+}
+
 /* A root's kernel: everything reachable up to other roots and buffers. clean: the path from
  * the root is elementwise ops and views that neither repeat nor pad (a reduce met this way
- * fuses). expanded: the path passed an EXPAND since the last reduction (values below repeat). */
-static void walk(sched *s, uop *u, bool clean, bool expanded, uop *root) {
+ * fuses). expanded: the path passed an EXPAND since the last reduction (values below repeat).
+ * inorder: the path from the kernel's loop context (the root, or a reduction over its input's
+ * last dims) is ALU ops only, so u's dims are the loops in order. row: below a row_expand
+ * (through ALU ops only), its node; NULL otherwise. */
+static void walk(sched *s, uop *u, bool clean, bool expanded, bool inorder, const uop *row, uop *root) {
   if (u != root && (is_root(s, u) || u->op == OP_BUFFER)) return;
-  void *key = (void *)((uintptr_t)u | (uintptr_t)clean | (uintptr_t)expanded << 1);
+  uintptr_t bits = (uintptr_t)clean | (uintptr_t)expanded << 1 | (uintptr_t)inorder << 2 | (uintptr_t)(row != NULL) << 3;
+  void *key = (void *)((uintptr_t)u | bits);
   if (ptrmap_has(&s->visited, key)) return;
   ptrmap_put(&s->visited, key, u);
   if (u != root && (u->op == OP_CONTIGUOUS || u->op == OP_COPY)) { add_root(s, u); return; }
@@ -131,12 +199,16 @@ static void walk(sched *s, uop *u, bool clean, bool expanded, uop *root) {
     return;
   }
   if (u->op == OP_REDUCE_AXIS) {
+    bool rows = u == root || clean || row_reduce_fuses(s, u, row);
     if (u != root) {
       uop *owner = ptrmap_get(&s->owner, u);
-      if (!clean || (owner && owner != root)) { add_root(s, u); return; }
+      if (!rows || (owner && owner != root)) { add_root(s, u); return; }
       ptrmap_put(&s->owner, u, root);
     }
-    walk(s, u->src[0], false, false, root);
+    int64_t m = 0;
+    for (int i = 1; i < u->narg && i < 64; i++) m |= (int64_t)1 << u->arg[i];
+    bool ordered = (inorder || u == root || row) && inner_dims(u->src[0], m);
+    walk(s, u->src[0], false, false, ordered, NULL, root);
     return;
   }
   if (u != root && uop_is_alu(u)) {
@@ -145,9 +217,13 @@ static void walk(sched *s, uop *u, bool clean, bool expanded, uop *root) {
     if (!first) ptrmap_put(&s->reached, u, root);
     if ((expanded || shared) && worth_storing(s, u)) { add_root(s, u), forget_reached(s, u); return; }
   }
+  bool alu = uop_is_alu(u);
+  const uop *below = alu ? row : NULL;
+  if (inorder && row_expand(u) && !expanded) below = u, clean = false; /* once per row: not "expanded" */
+  else if (u->op == OP_EXPAND && expands(u)) clean = false, expanded = true;
   if (u->op == OP_PAD) clean = false;
-  if (u->op == OP_EXPAND && expands(u)) clean = false, expanded = true;
-  for (int i = 0; i < u->nsrc; i++) walk(s, u->src[i], clean, expanded, root);
+  bool keeps_order = alu || (u == root && u->op == OP_CONTIGUOUS);
+  for (int i = 0; i < u->nsrc; i++) walk(s, u->src[i], clean, expanded, inorder && keeps_order, below, root);
 }
 
 /* Grow the root set until every reduce is either fused cleanly or a root itself, and no
@@ -159,7 +235,7 @@ static void choose_roots(sched *s) {
     ptrmap_free(&s->reached);
     for (size_t i = 0; i < s->root_list.n; i++) {
       ptrmap_free(&s->visited);
-      walk(s, s->root_list.v[i], true, false, s->root_list.v[i]);
+      walk(s, s->root_list.v[i], true, false, true, NULL, s->root_list.v[i]);
     }
   } while (s->changed);
   ptrmap_free(&s->visited);

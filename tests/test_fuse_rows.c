@@ -1,0 +1,247 @@
+/* test_fuse_rows.c — row reductions fused into the kernel that consumes them (fusion policy
+ * rule 2a, docs/architecture.md): softmax, log_softmax, layernorm and rmsnorm over the last
+ * axis are one kernel on host devices when a row fits the cache, and compute what naive C
+ * loops (in double) compute; a row too large for the cache, a reduction over another axis, a
+ * consumer that permutes the row, and work-item devices keep the reductions as their own
+ * kernels. Random optimizer actions on the fused kernel (test_opt's draws) must agree with it
+ * unoptimized, and the actions that would redo a row's reductions per element are refused. */
+#include <math.h>
+#include <stdlib.h>
+#include "harness.h"
+#include "codegen/codegen.h"
+#include "device/device.h"
+#include "schedule/schedule.h"
+#include "tensor/tensor.h"
+
+enum { SOFTMAX, LOG_SOFTMAX, LAYERNORM, RMSNORM, NKINDS };
+static const char *const kind_names[NKINDS] = {"softmax", "log_softmax", "layernorm", "rmsnorm"};
+
+#define EPS 1e-5
+
+/* Values in about [-4, 4], varied along rows and columns. */
+static float *inputs(int64_t n, int seed) {
+  float *d = malloc(sizeof(float) * (size_t)(n ? n : 1));
+  for (int64_t i = 0; i < n; i++) d[i] = (float)((i * 37 + seed * 11) % 101 - 50) * 0.08f;
+  return d;
+}
+
+/* The naive reference of one row of c values, in double. */
+static void ref_row(int kind, const float *x, double *y, int64_t c) {
+  double m = -INFINITY, mean = 0, sq = 0, s = 0;
+  for (int64_t j = 0; j < c; j++) m = fmax(m, x[j]), mean += x[j], sq += (double)x[j] * x[j];
+  mean /= (double)c, sq /= (double)c;
+  double var = 0;
+  for (int64_t j = 0; j < c; j++) s += exp(x[j] - m), var += (x[j] - mean) * (x[j] - mean);
+  var /= (double)c;
+  for (int64_t j = 0; j < c; j++) {
+    if (kind == SOFTMAX) y[j] = exp(x[j] - m) / s;
+    else if (kind == LOG_SOFTMAX) y[j] = x[j] - m - log(s);
+    else if (kind == LAYERNORM) y[j] = (x[j] - mean) / sqrt(var + EPS);
+    else y[j] = x[j] / sqrt(sq + EPS);
+  }
+}
+
+static tg_tensor *apply(int kind, tg_tensor *x, int naxes) {
+  if (kind == SOFTMAX) return tg_softmax(x, -1);
+  if (kind == LOG_SOFTMAX) return tg_log_softmax(x, -1);
+  if (kind == LAYERNORM) return tg_layernorm(x, naxes, NULL, NULL, EPS);
+  return tg_rmsnorm(x, naxes, NULL, EPS);
+}
+
+/* Host devices (loops, vector lanes) fuse; work-item devices keep the reductions apart. */
+static bool fuses_here(void) { return device_default()->caps.max_local_size <= 1; }
+
+/* Realize kind over the rows of x (r rows of c: its last naxes dims), compare with the naive
+ * loops, and return the kernels it ran (and planned: the same). */
+static int run_rows(int kind, const int64_t *shape, int nd, int naxes) {
+  int64_t n = 1, c = 1;
+  for (int i = 0; i < nd; i++) n *= shape[i];
+  for (int i = nd - naxes; i < nd; i++) c *= shape[i];
+  float *d = inputs(n, kind), *got = malloc(sizeof(float) * (size_t)n);
+  double *want = malloc(sizeof(double) * (size_t)n);
+  tg_scope *s = tg_scope_begin();
+  tg_tensor *x = tg_from_data(d, TG_FLOAT32, shape, nd), *y = x && tg_realize(x) == 0 ? apply(kind, x, naxes) : NULL;
+  CHECK(y != NULL);
+  int planned = y ? tg_schedule_kernels(&y, 1) : -1;
+  tg_reset_stats();
+  CHECK(y && tg_to_host(y, got, sizeof(float) * (size_t)n) == 0);
+  int ran = (int)tg_get_stats().kernels_run;
+  CHECK(planned == ran);
+  int bad = 0;
+  for (int64_t r = 0; r < n / c; r++) ref_row(kind, d + r * c, want + r * c, c);
+  for (int64_t i = 0; i < n && y; i++)
+    if (!harness_close(got[i], want[i], 2e-6, 2e-5) && bad++ < 3)
+      printf("  %s: element %lld: %.8g, want %.8g\n", kind_names[kind], (long long)i, got[i], want[i]);
+  CHECK(bad == 0);
+  tg_scope_end(s);
+  free(d), free(got), free(want);
+  return ran;
+}
+
+/* ------------------------------------------------ one kernel per row-wise op */
+
+TEST(fuse_rows_softmax_family_one_kernel) {
+  static const int64_t shapes[][2] = {{64, 100}, {33, 7}, {16, 64}, {3, 4096}, {130, 9}};
+  for (int k = 0; k < NKINDS; k++)
+    for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
+      int ran = run_rows(k, shapes[i], 2, 1);
+      CHECK(fuses_here() ? ran == 1 : ran > 1);
+      if (fuses_here() && ran != 1) printf("  %s %lldx%lld: %d kernels\n", kind_names[k], (long long)shapes[i][0], (long long)shapes[i][1], ran);
+    }
+}
+
+/* A 1-element row: the reductions are the element itself. Whatever the kernel count, values. */
+TEST(fuse_rows_one_element_rows) {
+  static const int64_t shape[2] = {5, 1};
+  for (int k = 0; k < NKINDS; k++) CHECK(run_rows(k, shape, 2, 1) >= 1);
+}
+
+/* Rows over the last two dims (layernorm's normalized_shape of two dims), and a batch dim. */
+TEST(fuse_rows_two_row_dims_and_batch) {
+  static const int64_t shape[3] = {3, 6, 10};
+  int ran = run_rows(LAYERNORM, shape, 3, 2);
+  CHECK(fuses_here() ? ran == 1 : ran > 1);
+  ran = run_rows(SOFTMAX, shape, 3, 1);
+  CHECK(fuses_here() ? ran == 1 : ran > 1);
+}
+
+/* A row that does not fit the cache share (ROW_CACHE_SHARE of caps.l2_bytes) is not fused:
+ * each pass would read it from memory again. */
+TEST(fuse_rows_too_large_row_not_fused) {
+  int64_t cols = device_default()->caps.l2_bytes / (int64_t)sizeof(float) + 16, shape[2] = {2, cols};
+  int ran = run_rows(SOFTMAX, shape, 2, 1);
+  CHECK(ran == 3); /* max, sum of exp, normalize */
+  ran = run_rows(LAYERNORM, shape, 2, 1);
+  CHECK(ran > 1);
+}
+
+/* ------------------------------------------------ where it must not fuse */
+
+/* Naive softmax over axis 0 of a (r, c) matrix, in double. */
+static void ref_softmax_cols(const float *x, double *y, int64_t r, int64_t c) {
+  for (int64_t j = 0; j < c; j++) {
+    double m = -INFINITY, s = 0;
+    for (int64_t i = 0; i < r; i++) m = fmax(m, x[i * c + j]);
+    for (int64_t i = 0; i < r; i++) s += exp(x[i * c + j] - m);
+    for (int64_t i = 0; i < r; i++) y[i * c + j] = exp(x[i * c + j] - m) / s;
+  }
+}
+
+/* Softmax over the first axis: the reduced dim is an outer loop of the consumer (its value
+ * would be recomputed per element), and the transpose of a row softmax: the consumer's loops
+ * run down the columns. Both keep their reductions apart, and both are right. */
+TEST(fuse_rows_not_for_outer_axis_or_permuted_consumer) {
+  enum { R = 24, C = 40 };
+  int64_t shape[2] = {R, C};
+  float *d = inputs(R * C, 3), got[R * C];
+  double want[R * C], rows[R * C];
+  tg_scope *s = tg_scope_begin();
+  tg_tensor *x = tg_from_data(d, TG_FLOAT32, shape, 2);
+  CHECK(x && tg_realize(x) == 0);
+  tg_tensor *y = tg_softmax(x, 0);
+  CHECK(tg_schedule_kernels(&y, 1) == 3);
+  CHECK(tg_to_host(y, got, sizeof got) == 0);
+  ref_softmax_cols(d, want, R, C);
+  int bad = 0;
+  for (int i = 0; i < R * C; i++) bad += !harness_close(got[i], want[i], 2e-6, 2e-5);
+  CHECK(bad == 0);
+  int perm[2] = {1, 0};
+  tg_tensor *t = tg_permute(tg_softmax(x, 1), perm, 2);
+  CHECK(tg_schedule_kernels(&t, 1) > 1);
+  CHECK(tg_to_host(t, got, sizeof got) == 0);
+  for (int i = 0; i < R; i++) ref_row(SOFTMAX, d + i * C, rows + i * C, C);
+  bad = 0;
+  for (int i = 0; i < R; i++)
+    for (int j = 0; j < C; j++) bad += !harness_close(got[j * R + i], rows[i * C + j], 2e-6, 2e-5);
+  CHECK(bad == 0);
+  tg_scope_end(s);
+  free(d);
+}
+
+/* ------------------------------------------------ the optimizer on the fused kernel */
+
+/* The kernel AST of a fused softmax (64, 100): the only item of its schedule. */
+static uop *fused_softmax_ast(tg_tensor **keep) {
+  int64_t shape[2] = {64, 100};
+  float *d = inputs(64 * 100, 1);
+  tg_tensor *x = tg_from_data(d, TG_FLOAT32, shape, 2);
+  free(d);
+  CHECK(x && tg_realize(x) == 0);
+  *keep = tg_softmax(x, -1);
+  schedule sc;
+  uop *u = *keep ? (*keep)->u : NULL, *ast = NULL;
+  if (u && schedule_build(&u, 1, &sc) == 0) {
+    if (sc.items.n == 1) ast = sc.items.v[0].ast, uop_incref(ast);
+    schedule_free(&sc);
+  }
+  return ast;
+}
+
+/* Its row dim is known; THREAD on it and a SWAP past it are refused (each would redo the row's
+ * max and sum); the heuristics give the row shared lanes and thread over the rows. */
+TEST(fuse_rows_optimizer_keeps_rows_inner) {
+  if (!fuses_here()) SKIP("work-item devices do not fuse row reductions");
+  tg_scope *s = tg_scope_begin();
+  tg_tensor *y;
+  uop *ast = fused_softmax_ast(&y);
+  CHECK(ast != NULL);
+  if (!ast) { tg_scope_end(s); return; }
+  kshape ks;
+  CHECK(kshape_init(&ks, ast) == 0);
+  CHECK(ks.nout == 2 && ks.nred == 1 && ks.row_dims == 2); /* dim 1, the row */
+  kshape t = ks;
+  CHECK(kshape_apply(&t, (opt_action){OPT_THREAD, 1, 4}) < 0);
+  t = ks;
+  CHECK(kshape_apply(&t, (opt_action){OPT_SWAP, 0, 1}) < 0);
+  t = ks;
+  CHECK(kshape_apply(&t, (opt_action){OPT_THREAD, 0, 4}) == 0);
+  kshape_optimize(&ks, ast, &device_default()->caps);
+  bool thread_rows = false;
+  for (int i = 0; i < ks.nax; i++) thread_rows |= ks.ax[i].kind == AX_THREAD && ks.ax[i].dim == 0;
+  CHECK(kshape_lane_axis(&ks) < 0 || kshape_row_lane_axis(&ks) >= 0); /* vectors: max, sum and row alike */
+  CHECK(thread_rows || device_default()->caps.threads < 2);
+  uop_decref(ast);
+  tg_scope_end(s);
+}
+
+static uint64_t next_random(uint64_t *s) {
+  *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
+  return *s;
+}
+
+/* As test_opt's draws: up to 6 actions, each one the state offers. */
+static int random_opts(uop *ast, kshape *ks, void *ctx) {
+  (void)ast;
+  uint64_t *st = ctx;
+  opt_action cand[512];
+  int steps = (int)(next_random(st) % 7);
+  for (int i = 0; i < steps; i++) {
+    int n = kshape_candidates(ks, cand, 512);
+    if (n == 0) break;
+    if (kshape_apply(ks, cand[next_random(st) % (uint64_t)n]) < 0) return -1;
+  }
+  return 0;
+}
+
+static int no_opts(uop *ast, kshape *ks, void *ctx) {
+  (void)ast, (void)ks, (void)ctx;
+  return 0;
+}
+
+/* Softmax, log_softmax and layernorm of rows of 100 (not a multiple of the lanes) and 7:
+ * unoptimized, under 12 random action sequences each, and with the heuristics, all agree
+ * with the naive loops (run_rows checks each). */
+TEST(fuse_rows_random_actions_match) {
+  static const int64_t shapes[][2] = {{12, 100}, {9, 7}};
+  for (int k = 0; k < NKINDS - 1; k++)
+    for (int i = 0; i < 2; i++) {
+      program_set_opt_hook(no_opts, NULL);
+      run_rows(k, shapes[i], 2, 1);
+      for (int seed = 1; seed <= 12; seed++) {
+        uint64_t st = 0x9e3779b97f4a7c15ull * (uint64_t)(seed * 31 + k * 7 + i);
+        program_set_opt_hook(random_opts, &st);
+        run_rows(k, shapes[i], 2, 1);
+      }
+      program_set_opt_hook(NULL, NULL);
+    }
+}
