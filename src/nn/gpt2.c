@@ -33,6 +33,7 @@ struct tg_gpt2 {
   tg_jit *jit;                /* recorded for the current cache; freed by tg_gpt2_reset */
   tg_symvar *pos;             /* start_pos in [0, pos_max]: one-token steps attend over cache[:pos+1] */
   int64_t pos_max;
+  bool jit_form;              /* the caches are in attend_at's form, (1, H, start_pos + 1, D) (caches_form) */
 };
 
 /* ---------------------------------------------------------------- the tensor table */
@@ -531,22 +532,54 @@ static tg_tensor *heads(tg_tensor *x, int64_t h) {
 }
 
 /* The cache c (1, H, M, D) with t (1, H, 1, D) at position pos, an int32 (1) tensor: data, not
- * a constant, so one recording serves every position. */
-static tg_tensor *put_at(tg_tensor *c, tg_tensor *t, tg_tensor *pos) {
+ * a constant, so one recording serves every position. Only cache[:, :, :start_pos + 1] (a
+ * variable size, docs/symbolic.md) is read and written: the rows before pos are copied, row
+ * pos is t, and the rows after it are neither read nor stored (the kernel's loop and stores end
+ * at start_pos + 1), so a step's cache traffic grows with the position instead of being the
+ * whole cache. */
+static tg_tensor *put_at(tg_tensor *c, tg_tensor *t, tg_tensor *pos, tg_symvar *start) {
   int64_t n = tg_dim(c, 2), col[2] = {n, 1};
-  return tg_where(tg_reshape(tg_eq(tg_arange(0, (double)n, 1, TG_INT32), pos), col, 2), t, c);
+  int64_t from[4] = {0, 0, 0, 0}, to[4] = {tg_dim(c, 0), tg_dim(c, 1), tg_var_dim(start, 1), tg_dim(c, 3)};
+  return tg_where(tg_reshape(tg_eq(tg_arange(0, (double)n, 1, TG_INT32), pos), col, 2), t, tg_shrink(c, from, to));
 }
 
 /* Attention of one query at position pos over the cache with k and v written at pos (the
  * cache assigned: the JIT's state). The new values equal the old ones but at pos, so kernels
  * reading the cache before or after the assign compute the same. The keys and values
- * attended are cache[:, :, :start_pos + 1], a variable size (docs/symbolic.md): one set of
- * kernels serves every position, and each step reads only the positions written so far. */
+ * attended, and assigned, are cache[:, :, :start_pos + 1]: one set of kernels serves every
+ * position, and each step reads only the positions written so far. The cache tensors keep
+ * that variable dim between steps (the next step binds start_pos one higher: its last row is
+ * the one put_at writes); caches_form moves them between this form and the whole cache. */
 static tg_tensor *attend_at(tg_kv_cache *c, tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_tensor *pos, tg_symvar *start) {
-  tg_tensor *kn = put_at(c->k, k, pos), *vn = put_at(c->v, v, pos);
-  int64_t from[4] = {0, 0, 0, 0}, to[4] = {tg_dim(kn, 0), tg_dim(kn, 1), tg_var_dim(start, 1), tg_dim(kn, 3)};
-  tg_tensor *o = tg_scaled_dot_product_attention(q, tg_shrink(kn, from, to), tg_shrink(vn, from, to), NULL, false);
+  tg_tensor *kn = put_at(c->k, k, pos, start), *vn = put_at(c->v, v, pos, start);
+  tg_tensor *o = tg_scaled_dot_product_attention(q, kn, vn, NULL, false);
   return tg_assign(c->k, kn) < 0 || tg_assign(c->v, vn) < 0 ? NULL : o;
+}
+
+/* A cache tensor between the two paths, with start_pos bound to the last position written:
+ * into the form attend_at assigns, (1, H, start_pos + 1, D), before the JIT's steps (its
+ * recording calls must see the cache as later calls do: one form, one set of kernels); else
+ * the whole (1, H, M, D) again, zeros after the rows written (a replay leaves the rest of the
+ * buffer unwritten), for tg_attention's path. A copy of the rows written, once per switch. */
+static int cache_form(tg_tensor *t, tg_symvar *start, bool jit) {
+  int64_t none[4] = {0, 0, 0, 0}, to[4], after[4] = {0, 0, 0, 0};
+  for (int i = 0; i < 4; i++) to[i] = i == 2 ? tg_var_dim(start, 1) : tg_dim(t, i);
+  after[2] = tg_var_expr(start, -1, tg_dim(t, 2) - 1);
+  tg_scope *s = tg_scope_begin();
+  tg_tensor *rows = tg_shrink(t, none, to);
+  int rc = tg_assign(t, jit ? rows : tg_pad(rows, none, after, 0));
+  if (rc == 0) rc = tg_realize(t);
+  tg_scope_end(s);
+  return rc;
+}
+
+static int caches_form(tg_gpt2 *m, int64_t last, bool jit) {
+  if (!m->pos || (m->jit_form == jit && !(jit && !m->jit))) return 0; /* a new recording: the form again, as a view */
+  if (tg_var_bind(m->pos, last) < 0) return -1;
+  for (int64_t l = 0; l < m->cfg.n_layer; l++)
+    if (cache_form(m->cache[l].k, m->pos, jit) < 0 || cache_form(m->cache[l].v, m->pos, jit) < 0) return -1;
+  m->jit_form = jit;
+  return 0;
 }
 
 /* One block on x (B, T, E); cache NULL: causal attention over x alone; pos (one token through
@@ -603,6 +636,7 @@ int tg_gpt2_reset(tg_gpt2 *m, int64_t max_len) {
   free(m->wte_host), free(m->wpe_host); /* remade from the (maybe trained) weights at the next step */
   m->wte_host = m->wpe_host = NULL;
   tg_jit_free(m->jit), m->jit = NULL; /* it recorded the old cache's tensors */
+  m->jit_form = false;
   if (max_len < 0) return 0;
   if (max_len == 0) max_len = m->cfg.n_positions;
   if (max_len > m->cfg.n_positions)
@@ -654,7 +688,7 @@ static tg_tensor *jit_step(tg_gpt2 *m, tg_tensor *x, int64_t p) {
     if (!(m->pos = tg_variable("start_pos", 0, top))) return NULL;
     m->pos_max = top;
   }
-  if (tg_var_bind(m->pos, p) < 0) return NULL;
+  if (caches_form(m, p > 0 ? p - 1 : 0, true) < 0 || tg_var_bind(m->pos, p) < 0) return NULL;
   if (!m->jit && !(m->jit = tg_jit_new(decode_fn, m))) return NULL;
   int32_t p32 = (int32_t)p;
   int64_t one = 1;
@@ -691,7 +725,8 @@ tg_tensor *tg_gpt2_step(tg_gpt2 *m, const int32_t *ids, int64_t n) {
   tg_tensor *xt = tg_from_data(x, TG_FLOAT32, shape, 3), *r = NULL;
   free(x);
   if (n == 1 && m->use_jit) r = jit_step(m, xt, p);
-  else r = tg_reshape(forward(m, xt, true, NULL), flat, 2);
+  else if (!m->pos || caches_form(m, p > 0 ? p - 1 : 0, false) == 0) /* after JIT steps: the whole caches again */
+    r = tg_reshape(forward(m, xt, true, NULL), flat, 2);
   if (r && tg_realize(r) < 0) r = NULL;
   if (r) r = tg_keep(r);
   tg_scope_end(s);

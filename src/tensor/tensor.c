@@ -414,8 +414,13 @@ static bool carries_gradient(const uop *u) { return dtype_is_float(u->dtype) && 
  * taken through — unless no gradient can flow through it: then the buffer replaces it and the
  * history can be freed. */
 static void attach_buffer(tg_tensor *t, uop *buf) {
-  if (!carries_gradient(t->u) && !t->u->sym) tensor_set_value(t, buf); /* a variable dim lives in the node */
+  uop *view = NULL;
+  size_t mark = uop_pool_mark();
+  if (!carries_gradient(t->u) && t->u->sym) /* a variable dim lives in the node: a view of the buffer, realized as it */
+    if ((view = sym_like(buf, t->u))) uop_set_realized(view, buf);
+  if (!carries_gradient(t->u)) tensor_set_value(t, view ? view : buf);
   else uop_set_realized(t->u, buf);
+  uop_pool_release(mark);
   uop_decref(buf);
 }
 
