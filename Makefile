@@ -14,7 +14,11 @@ SRCS    := $(sort $(wildcard src/*/*.c))
 # (libonnx-dev, protobuf-c-compiler; docs/onnx.md) into $(BUILD)/gen, never committed.
 ONNX_PROTO ?= /usr/include/onnx/onnx.proto
 ONNX_GEN   := $(BUILD)/gen/onnx/onnx.pb-c
-OBJS    := $(SRCS:%.c=$(BUILD)/%.o) $(ONNX_GEN).o
+# Sequences and optionals (SequenceProto, OptionalProto) are in onnx-data.proto, which Debian does
+# not install: src/onnx/proto/onnx/onnx-data.proto is ONNX's own file, importing onnx.proto.
+ONNX_DATA_PROTO := src/onnx/proto/onnx/onnx-data.proto
+ONNX_DATA_GEN   := $(BUILD)/gen/onnx/onnx-data.pb-c
+OBJS    := $(SRCS:%.c=$(BUILD)/%.o) $(ONNX_GEN).o $(ONNX_DATA_GEN).o
 TESTS   := $(sort $(wildcard tests/*.c))
 TOBJS   := $(TESTS:%.c=$(BUILD)/%.o)
 BENCHES := $(patsubst bench/%.c,$(BUILD)/bench_%,$(wildcard bench/*.c))
@@ -39,10 +43,12 @@ $(BUILD)/%.o: %.c Makefile
 $(ONNX_GEN).c $(ONNX_GEN).h: $(ONNX_PROTO)
 	@mkdir -p $(BUILD)/gen/onnx
 	protoc-c --c_out=$(BUILD)/gen --proto_path=$(dir $(ONNX_PROTO)).. onnx/$(notdir $(ONNX_PROTO))
-$(ONNX_GEN).o: $(ONNX_GEN).c
+$(ONNX_DATA_GEN).c $(ONNX_DATA_GEN).h: $(ONNX_DATA_PROTO) $(ONNX_GEN).h
+	protoc-c --c_out=$(BUILD)/gen --proto_path=src/onnx/proto --proto_path=$(dir $(ONNX_PROTO)).. onnx/onnx-data.proto
+$(ONNX_GEN).o $(ONNX_DATA_GEN).o: $(BUILD)/gen/onnx/%.o: $(BUILD)/gen/onnx/%.c
 	$(CC) $(CFLAGS) -I$(BUILD)/gen -c $< -o $@
 $(BUILD)/src/onnx/%.o: CFLAGS += -I$(BUILD)/gen
-$(filter $(BUILD)/src/onnx/%,$(OBJS)): | $(ONNX_GEN).h
+$(filter $(BUILD)/src/onnx/%,$(OBJS)): | $(ONNX_GEN).h $(ONNX_DATA_GEN).h
 
 # The ONNX conformance runner (docs/onnx.md): its own program over libonnx-testdata.
 $(BUILD)/onnx_conformance: tests/onnx/conformance.c $(HEADERS) $(BUILD)/libtg.a

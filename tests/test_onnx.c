@@ -161,3 +161,101 @@ TEST(onnx_run_argument_errors) {
   tg_onnx_free(m);
   tg_onnx_free(NULL);
 }
+
+/* ---- sequences and optionals (sequence.onnx, gen_fixtures.py: Q = [S[-1], X[0:1], X[1:4]],
+ * C = concat(Q), L = len(Q), H = O holds a value) */
+
+static tg_onnx_value tensor_value(tg_tensor **t) { return (tg_onnx_value){TG_ONNX_TENSOR, 1, t}; }
+
+/* Run sequence.onnx with X = 0..11 as (4, 3), S from sequence_2.pb and O; check every output. */
+static void check_sequence_model(tg_onnx_model *m, tg_onnx_value o, bool has) {
+  float x[12];
+  for (int i = 0; i < 12; i++) x[i] = (float)i;
+  tg_tensor *xt = tg_from_data(x, TG_FLOAT32, (int64_t[]){4, 3}, 2);
+  tg_onnx_value in[3] = {tensor_value(&xt), {0}, o}, out[4];
+  CHECK(tg_onnx_load_value(FIX "sequence_2.pb", tg_onnx_input_kind(m, 1), &in[1]) == 0);
+  CHECK(tg_onnx_run_values(m, in, 3, out, 4) == 0);
+  CHECK(out[0].kind == TG_ONNX_SEQUENCE && out[0].n == 3);
+  if (out[0].kind != TG_ONNX_SEQUENCE || out[0].n != 3) return;
+  const float want_rows[5][3] = {{7, 8, 9}, {0, 1, 2}, {3, 4, 5}, {6, 7, 8}, {9, 10, 11}};
+  const int64_t item_rows[3] = {1, 1, 3};
+  for (int k = 0, r = 0; k < 3; r += (int)item_rows[k++]) {
+    CHECK(tg_ndim(out[0].items[k]) == 2 && tg_dim(out[0].items[k], 0) == item_rows[k]);
+    float v[9];
+    CHECK(tg_to_host(out[0].items[k], v, (size_t)item_rows[k] * 3 * sizeof(float)) == 0);
+    for (int i = 0; i < item_rows[k] * 3; i++) CHECK(v[i] == want_rows[r + i / 3][i % 3]);
+  }
+  float c[15];
+  CHECK(out[1].kind == TG_ONNX_TENSOR && tg_dim(out[1].items[0], 0) == 5 && tg_to_host(out[1].items[0], c, sizeof c) == 0);
+  for (int i = 0; i < 15; i++) CHECK(c[i] == want_rows[i / 3][i % 3]);
+  int64_t len = 0;
+  uint8_t h = 2;
+  CHECK(tg_to_host(out[2].items[0], &len, sizeof len) == 0 && len == 3);
+  CHECK(tg_to_host(out[3].items[0], &h, 1) == 0 && h == has);
+  tg_onnx_value_clear(&in[1]);
+  for (int i = 0; i < 4; i++) tg_onnx_value_clear(&out[i]);
+}
+
+TEST(onnx_sequences_and_optionals_run) {
+  tg_onnx_model *m = tg_onnx_load(FIX "sequence.onnx");
+  CHECK(m != NULL);
+  if (!m) return;
+  CHECK(tg_onnx_input_kind(m, 0) == TG_ONNX_TENSOR && tg_onnx_input_kind(m, 1) == TG_ONNX_SEQUENCE);
+  CHECK(tg_onnx_input_kind(m, 2) == (TG_ONNX_TENSOR | TG_ONNX_OPTIONAL) && tg_onnx_input_kind(m, 3) == -1);
+  CHECK(tg_onnx_output_kind(m, 0) == TG_ONNX_SEQUENCE && tg_onnx_output_kind(m, 1) == TG_ONNX_TENSOR);
+  tg_scope *s = tg_scope_begin();
+  check_sequence_model(m, (tg_onnx_value){TG_ONNX_NONE, 0, NULL}, false);
+  tg_onnx_value o;
+  CHECK(tg_onnx_load_value(FIX "optional_tensor.pb", tg_onnx_input_kind(m, 2), &o) == 0 && o.kind == TG_ONNX_TENSOR);
+  check_sequence_model(m, o, true);
+  tg_onnx_value_clear(&o);
+  tg_scope_end(s);
+  tg_onnx_free(m);
+}
+
+TEST(onnx_sequence_misuse_fails_with_a_message) {
+  tg_onnx_model *m = tg_onnx_load(FIX "sequence.onnx");
+  CHECK(m != NULL);
+  if (!m) return;
+  tg_scope *s = tg_scope_begin();
+  tg_tensor *x = tg_ones((int64_t[]){4, 3}, 2, TG_FLOAT32), *items[2] = {x, NULL}, *outs[4];
+  tg_onnx_value in[3] = {tensor_value(&x), tensor_value(&x), {TG_ONNX_NONE, 0, NULL}}, out[4];
+  tg_clear_error(); /* a tensor where the model declares a sequence */
+  CHECK(tg_onnx_run_values(m, in, 3, out, 4) == TG_ERR_ARG &&
+        strstr(tg_last_error(), "input 'S' is a tensor, the model declares a sequence"));
+  in[1] = (tg_onnx_value){TG_ONNX_SEQUENCE, 2, items}; /* a NULL item */
+  CHECK(tg_onnx_run_values(m, in, 3, out, 4) == TG_ERR_ARG && strstr(tg_last_error(), "a NULL item"));
+  in[1] = (tg_onnx_value){TG_ONNX_SEQUENCE, 0, items}; /* S[-1] of an empty sequence */
+  CHECK(tg_onnx_run_values(m, in, 3, out, 4) < 0 && strstr(tg_last_error(), "SequenceAt node") &&
+        strstr(tg_last_error(), "position -1 is outside a sequence of 0"));
+  for (int i = 0; i < 4; i++) CHECK(out[i].kind == TG_ONNX_NONE && out[i].items == NULL);
+  tg_tensor *plain[3] = {x, x, NULL}; /* tg_onnx_run: S is a tensor, then Q is a sequence output */
+  CHECK(tg_onnx_run(m, plain, 3, outs, 4) < 0 && strstr(tg_last_error(), "input 0 must be a sequence"));
+  tg_onnx_model *add = tg_onnx_load(FIX "add_relu.onnx"); /* none for a tensor input: omitted */
+  tg_onnx_value none = {TG_ONNX_NONE, 0, NULL};
+  CHECK(add && tg_onnx_run_values(add, &none, 1, out, 2) < 0 && strstr(tg_last_error(), "Add node '': missing input"));
+  tg_onnx_free(add);
+  tg_scope_end(s);
+  tg_onnx_free(m);
+}
+
+TEST(onnx_load_value_files) {
+  tg_scope *s = tg_scope_begin();
+  tg_onnx_value v;
+  CHECK(tg_onnx_load_value(FIX "sequence_2.pb", TG_ONNX_SEQUENCE, &v) == 0 && v.kind == TG_ONNX_SEQUENCE && v.n == 2);
+  float a[6], b[3];
+  CHECK(v.n == 2 && tg_to_host(v.items[0], a, sizeof a) == 0 && tg_to_host(v.items[1], b, sizeof b) == 0);
+  for (int i = 0; i < 6; i++) CHECK(a[i] == i);
+  CHECK(b[0] == 7 && b[1] == 8 && b[2] == 9);
+  tg_onnx_value_clear(&v);
+  CHECK(v.kind == TG_ONNX_NONE && v.items == NULL);
+  CHECK(tg_onnx_load_value(FIX "optional_none.pb", TG_ONNX_TENSOR | TG_ONNX_OPTIONAL, &v) == 0 && v.kind == TG_ONNX_NONE);
+  tg_clear_error();
+  CHECK(tg_onnx_load_value(FIX "sequence_truncated.pb", TG_ONNX_SEQUENCE, &v) < 0 &&
+        strstr(tg_last_error(), "not a SequenceProto") && v.kind == TG_ONNX_NONE);
+  CHECK(tg_onnx_load_value(FIX "sequence_2.pb", 7, &v) == TG_ERR_ARG && strstr(tg_last_error(), "kind 7"));
+  CHECK(tg_onnx_load_value(NULL, TG_ONNX_SEQUENCE, &v) == TG_ERR_ARG);
+  CHECK(tg_onnx_load_value(FIX "no_such.pb", TG_ONNX_SEQUENCE, &v) < 0 && strstr(tg_last_error(), "cannot open"));
+  tg_onnx_value_clear(NULL);
+  tg_scope_end(s);
+}

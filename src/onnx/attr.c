@@ -86,10 +86,10 @@ int ox_axis(const ox_node *n, int64_t axis, int ndim) {
 
 /* ---------------------------------------------------------------- the op tables */
 
-const ox_op *ox_find_op(const char *op_type) {
-  const ox_op *tables[] = {ox_ops_math, ox_ops_shape, ox_ops_nn, ox_ops_resize, ox_ops_extra, ox_ops_rnn, ox_ops_grid, ox_ops_control, ox_ops_signal, ox_ops_nms, ox_ops_unique, ox_ops_tfidf};
+const ox_op *ox_find_op(const char *op_type, bool *values) {
+  const ox_op *tables[] = {ox_ops_seq, ox_ops_math, ox_ops_shape, ox_ops_nn, ox_ops_resize, ox_ops_extra, ox_ops_rnn, ox_ops_grid, ox_ops_control, ox_ops_signal, ox_ops_nms, ox_ops_unique, ox_ops_tfidf};
   for (int t = 0; t < (int)(sizeof tables / sizeof tables[0]); t++)
     for (const ox_op *o = tables[t]; o->name; o++)
-      if (!strcmp(o->name, op_type)) return o;
+      if (!strcmp(o->name, op_type)) return *values = t == 0, o;
   return NULL;
 }

@@ -48,13 +48,17 @@ typedef struct builder {
   size_t cap_values;   /* room in the value arrays */
 } builder;
 
-/* The value `name` has in the enclosing graphs (NULL if none). */
-static tg_tensor *outer_value(const ox_env *e, const char *name) {
+/* The value `name` has in the enclosing graphs: a tensor, or a sequence / none in *other;
+ * false if none has it. */
+static bool outer_value(const ox_env *e, const char *name, tg_tensor **t, const tg_onnx_value **other) {
   for (; e; e = e->parent) {
     int v = map_get(&e->g->map, name);
-    if (v >= 0 && e->vals[v]) return e->vals[v];
+    if (v >= 0 && (e->vals[v] || e->others[v])) {
+      *t = e->vals[v], *other = e->others[v];
+      return true;
+    }
   }
-  return NULL;
+  return false;
 }
 
 /* Number a defined value; a name defined twice is an error (initializer + input is allowed). */
@@ -85,6 +89,9 @@ static int graph_alloc(builder *b, const Onnx__GraphProto *gp) {
   b->defined = calloc(names + 1, sizeof *b->defined);
   g->names = calloc(names + 1, sizeof *g->names);
   g->init = calloc(names + 1, sizeof *g->init);
+  g->init_other = calloc(names + 1, sizeof *g->init_other);
+  g->input_kinds = calloc(gp->n_input + 1, sizeof *g->input_kinds);
+  g->output_kinds = calloc(gp->n_output + 1, sizeof *g->output_kinds);
   g->inputs = calloc(gp->n_input + 1, sizeof *g->inputs);
   g->input_names = calloc(gp->n_input + 1, sizeof *g->input_names);
   g->input_types = calloc(gp->n_input + 1, sizeof *g->input_types);
@@ -93,8 +100,8 @@ static int graph_alloc(builder *b, const Onnx__GraphProto *gp) {
   g->nodes = calloc(gp->n_node + 1, sizeof *g->nodes);
   g->node_in = calloc(gp->n_node + 1, sizeof *g->node_in);
   g->node_out = calloc(gp->n_node + 1, sizeof *g->node_out);
-  if (!b->map.keys || !b->map.vals || !b->defined || !g->names || !g->init || !g->inputs || !g->input_names || !g->input_types ||
-      !g->outputs || !g->output_names || !g->nodes || !g->node_in || !g->node_out)
+  if (!b->map.keys || !b->map.vals || !b->defined || !g->names || !g->init || !g->init_other || !g->input_kinds ||
+      !g->output_kinds || !g->inputs || !g->input_names || !g->input_types || !g->outputs || !g->output_names || !g->nodes || !g->node_in || !g->node_out)
     return tg_set_error(TG_ERR_NOMEM, "ONNX: out of memory for a graph of %zu values", names);
   return 0;
 }
@@ -125,10 +132,11 @@ static int define_all(builder *b, const Onnx__GraphProto *gp) {
  * enclosing graph, whose value is captured). */
 static int use(builder *b, const char *name, const char *who) {
   int v = map_get(&b->map, name);
-  tg_tensor *t = v < 0 && b->outer ? outer_value(b->outer, name) : NULL;
-  if (t) {
+  tg_tensor *t = NULL;
+  const tg_onnx_value *other = NULL;
+  if (v < 0 && b->outer && outer_value(b->outer, name, &t, &other)) { /* other: the run's, outlives g */
     v = b->g->nvals++;
-    b->g->names[v] = name, b->defined[v] = 4, b->g->init[v] = tg_retain(t);
+    b->g->names[v] = name, b->defined[v] = 4, b->g->init[v] = tg_retain(t), b->g->init_other[v] = other;
     map_put(&b->map, name, v);
   }
   if (v < 0)
@@ -216,13 +224,17 @@ static int bind_values(builder *b, const Onnx__GraphProto *gp, const char *dir) 
     if (b->defined[v] != 2) continue;
     const Onnx__TypeProto *tp = gp->input[i]->type;
     g->input_types[g->ninputs] = tp && tp->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE ? tp->tensor_type : NULL;
+    g->input_kinds[g->ninputs] = ox_type_kind(tp);
     g->input_names[g->ninputs] = gp->input[i]->name, g->inputs[g->ninputs++] = v;
   }
   for (size_t i = 0; !rc && i < gp->n_output; i++) {
     const char *name = gp->output[i]->name;
     int v = name ? use(b, name, "a graph output") : -1;
     if (v < 0) rc = name ? -1 : tg_set_error(TG_ERR_IO, "ONNX: a graph output has no name");
-    else g->output_names[g->noutputs] = name, g->outputs[g->noutputs++] = v;
+    else {
+      g->output_kinds[g->noutputs] = ox_type_kind(gp->output[i]->type);
+      g->output_names[g->noutputs] = name, g->outputs[g->noutputs++] = v;
+    }
   }
   return rc < 0 ? tg_error_status_or(TG_ERR_IO) : 0;
 }
@@ -244,7 +256,7 @@ static int graph_build(ox_graph *g, const Onnx__GraphProto *gp, const char *dir,
 static void graph_free(ox_graph *g) {
   for (int v = 0; g->init && v < g->nvals; v++) tg_free(g->init[v]);
   for (int i = 0; g->node_in && i < g->nnodes; i++) free(g->node_in[i]);
-  free(g->names), free(g->init), free(g->inputs), free(g->input_names), free(g->input_types), free(g->outputs), free(g->output_names);
+  free(g->names), free(g->init), free(g->init_other), free(g->input_kinds), free(g->output_kinds), free(g->inputs), free(g->input_names), free(g->input_types), free(g->outputs), free(g->output_names);
   free(g->nodes), free(g->node_in), free(g->node_out), free(g->map.keys), free(g->map.vals);
 }
 
@@ -343,7 +355,64 @@ static int check_attrs(const ox_node *n, const ox_op *op) {
   return 0;
 }
 
+/* ---- values that are not tensors: sequences and nones, owned by the run's arena */
+
+static const tg_onnx_value ox_none = {TG_ONNX_NONE, 0, NULL};
+
+tg_onnx_value *ox_new_value(const ox_node *n, tg_onnx_kind kind, int count) {
+  if (kind == TG_ONNX_NONE) return (tg_onnx_value *)&ox_none; /* never written: handlers get it const */
+  ox_arena *a = n->env->arena;
+  if (a->n == a->cap) {
+    int cap = a->cap ? 2 * a->cap : 16;
+    tg_onnx_value **v = realloc(a->v, (size_t)cap * sizeof *v);
+    if (!v) return tg_set_error(TG_ERR_NOMEM, "ONNX: out of memory"), NULL;
+    a->v = v, a->cap = cap;
+  }
+  tg_onnx_value *v = calloc(1, sizeof *v);
+  if (v) v->items = calloc((size_t)(count > 0 ? count : 1), sizeof *v->items);
+  if (!v || !v->items) return free(v), tg_set_error(TG_ERR_NOMEM, "ONNX: out of memory"), NULL;
+  v->kind = kind, v->n = count;
+  return a->v[a->n++] = v;
+}
+
+static void arena_free(ox_arena *a) {
+  for (int i = 0; i < a->n; i++) free(a->v[i]->items), free(a->v[i]);
+  free(a->v);
+}
+
+static const char *kind_name(int kind) {
+  static const char *names[] = {"a type tg does not have (a map, a sparse tensor, nested sequences)", "a tensor",
+                                "a sequence", "none"};
+  if (kind < 0) return names[0];
+  kind &= ~TG_ONNX_OPTIONAL;
+  return kind >= 1 && kind <= 3 ? names[kind] : "an unknown kind";
+}
+
 /* Run node k of e's graph: look its op up, check attributes, call, check outputs. */
+static int bind_inputs(ox_node *n, bool values, int k) {
+  const ox_env *e = n->env;
+  for (int i = 0; i < n->nin; i++) {
+    int v = e->g->node_in[k][i];
+    n->in[i] = v >= 0 ? e->vals[v] : NULL, n->vin[i] = v >= 0 ? e->others[v] : NULL;
+    if (n->vin[i] && !values)
+      return ox_fail(n, TG_ERR_ARG, "input %d is %s; this op takes tensors", i, kind_name(n->vin[i]->kind));
+  }
+  return 0;
+}
+
+/* Output i into value v: a sequence or none as it is, a tensor no larger than the limit. */
+static int store_output(ox_node *n, int i, int v) {
+  const ox_env *e = n->env;
+  e->vals[v] = n->vout[i] ? NULL : n->out[i], e->others[v] = n->vout[i];
+  if (n->vout[i]) return 0;
+  if (!n->out[i]) return ox_fail(n, TG_ERR_ARG, "output %d was not produced", i);
+  int64_t bytes;
+  if (!ck_mul(tg_numel(n->out[i]), (int64_t)tg_dtype_size(tg_get_dtype(n->out[i])), &bytes) || bytes > max_out_bytes())
+    return ox_fail(n, TG_ERR_SHAPE, "output %d would take more than %lld bytes (TG_ONNX_MAX_BYTES)", i,
+                   (long long)max_out_bytes());
+  return 0;
+}
+
 static int run_node(const ox_env *e, int k) {
   const ox_graph *g = e->g;
   int opset = e->m->opset;
@@ -351,25 +420,18 @@ static int run_node(const ox_env *e, int k) {
   const char *dom = n.np->domain;
   if (dom && dom[0] && strcmp(dom, "ai.onnx"))
     return ox_fail(&n, TG_ERR_ARG, "op domain '%s' is not supported", dom);
-  const ox_op *op = ox_find_op(n.np->op_type);
+  bool values;
+  const ox_op *op = ox_find_op(n.np->op_type, &values);
   if (!op) return ox_fail(&n, TG_ERR_ARG, "op %s is not supported", n.np->op_type);
   if (opset < op->min_opset)
     return ox_fail(&n, TG_ERR_ARG, "opset %d is older than the %d this op is implemented for", opset, op->min_opset);
   if (check_attrs(&n, op)) return TG_ERR_ARG;
   n.nin = (int)n.np->n_input, n.nout = (int)n.np->n_output;
-  for (int i = 0; i < n.nin; i++) n.in[i] = g->node_in[k][i] >= 0 ? e->vals[g->node_in[k][i]] : NULL;
+  if (bind_inputs(&n, values, k)) return TG_ERR_ARG;
   tg_clear_error();
   int rc = op->fn(&n);
-  for (int i = 0; rc == 0 && i < n.nout; i++) {
-    int v = g->node_out[k][i];
-    if (v < 0) continue;
-    if (!n.out[i]) return ox_fail(&n, TG_ERR_ARG, "output %d was not produced", i);
-    int64_t bytes;
-    if (!ck_mul(tg_numel(n.out[i]), (int64_t)tg_dtype_size(tg_get_dtype(n.out[i])), &bytes) || bytes > max_out_bytes())
-      return ox_fail(&n, TG_ERR_SHAPE, "output %d would take more than %lld bytes (TG_ONNX_MAX_BYTES)", i,
-                     (long long)max_out_bytes());
-    e->vals[v] = n.out[i];
-  }
+  for (int i = 0; rc == 0 && i < n.nout; i++)
+    if (g->node_out[k][i] >= 0 && store_output(&n, i, g->node_out[k][i])) return tg_error_status_or(TG_ERR_ARG);
   if (rc < 0) {
     const char *msg0 = tg_last_error();
     if (!strstr(msg0, n.np->op_type)) {
@@ -388,9 +450,18 @@ static int run_nodes(const ox_env *e) {
   return rc;
 }
 
+/* The value arrays of a run of g: initializers (and captured values) first. */
+static int env_values(const ox_graph *g, tg_tensor ***vals, const tg_onnx_value ***others) {
+  *vals = calloc((size_t)g->nvals + 1, sizeof **vals);
+  *others = calloc((size_t)g->nvals + 1, sizeof **others);
+  if (!*vals || !*others) return free(*vals), free(*others), tg_set_error(TG_ERR_NOMEM, "ONNX: out of memory");
+  for (int v = 0; v < g->nvals; v++) (*vals)[v] = g->init[v], (*others)[v] = g->init_other[v];
+  return 0;
+}
+
 #define OX_MAX_DEPTH 16 /* subgraphs inside subgraphs */
 
-int ox_run_subgraph(ox_node *n, const Onnx__GraphProto *gp, tg_tensor **in, int nin, tg_tensor **out, int nout) {
+int ox_run_subgraph(ox_node *n, const Onnx__GraphProto *gp, const ox_val *in, int nin, ox_val *out, int nout) {
   const ox_env *outer = n->env;
   if (!gp) return ox_fail(n, TG_ERR_ARG, "a graph attribute is missing");
   if (outer->depth >= OX_MAX_DEPTH) return ox_fail(n, TG_ERR_ARG, "subgraphs nested more than %d deep", OX_MAX_DEPTH);
@@ -399,22 +470,23 @@ int ox_run_subgraph(ox_node *n, const Onnx__GraphProto *gp, tg_tensor **in, int 
   if (!rc && (nin != g.ninputs || nout != g.noutputs))
     rc = ox_fail(n, TG_ERR_ARG, "the subgraph has %d inputs and %d outputs, not %d and %d", g.ninputs, g.noutputs, nin,
                  nout);
-  tg_tensor **vals = rc ? NULL : calloc((size_t)g.nvals + 1, sizeof *vals);
-  if (!rc && !vals) rc = tg_set_error(TG_ERR_NOMEM, "ONNX: out of memory");
-  for (int v = 0; !rc && v < g.nvals; v++) vals[v] = g.init[v];
-  for (int i = 0; !rc && i < nin; i++) vals[g.inputs[i]] = in[i];
-  ox_env e = {outer->m, &g, vals, outer, outer->depth + 1};
+  tg_tensor **vals = NULL;
+  const tg_onnx_value **others = NULL;
+  if (!rc) rc = env_values(&g, &vals, &others);
+  for (int i = 0; !rc && i < nin; i++) vals[g.inputs[i]] = in[i].t, others[g.inputs[i]] = in[i].v;
+  ox_env e = {outer->m, &g, vals, others, outer->arena, outer, outer->depth + 1};
   if (!rc) rc = run_nodes(&e);
-  for (int i = 0; !rc && i < nout; i++) /* new handles: an initializer dies with g */
-    if (!(out[i] = vals[g.outputs[i]] ? tensor_wrap(vals[g.outputs[i]]->u) : NULL))
-      rc = ox_fail(n, TG_ERR_ARG, "subgraph output '%s' has no value", g.output_names[i]);
-  free(vals);
+  for (int i = 0; !rc && i < nout; i++) { /* new handles: an initializer dies with g */
+    int v = g.outputs[i];
+    out[i] = (ox_val){vals[v] ? tensor_wrap(vals[v]->u) : NULL, others[v]};
+    if (!out[i].t && !out[i].v) rc = ox_fail(n, TG_ERR_ARG, "subgraph output '%s' has no value", g.output_names[i]);
+  }
+  free(vals), free(others);
   graph_free(&g);
   return rc;
 }
 
-static int check_run_args(const tg_onnx_model *m, tg_tensor *const *inputs, int n_inputs, tg_tensor **outputs,
-                          int n_outputs) {
+static int check_run_args(const tg_onnx_model *m, const void *inputs, int n_inputs, const void *outputs, int n_outputs) {
   if (!m || !outputs || (n_inputs && !inputs)) return tg_set_error(TG_ERR_ARG, "tg_onnx_run: NULL argument");
   if (n_inputs != m->g.ninputs)
     return tg_set_error(TG_ERR_ARG, "tg_onnx_run: %d inputs given, the model has %d", n_inputs, m->g.ninputs);
@@ -438,32 +510,115 @@ static int check_input(const ox_graph *g, int i, tg_tensor **t) {
   return 0;
 }
 
+/* Input i of tg_onnx_run_values into the run's value slots: its kind against the declared one. */
+static int bind_input(const ox_graph *g, int i, const tg_onnx_value *in, tg_tensor **t, const tg_onnx_value **other) {
+  int want = g->input_kinds[i];
+  const char *name = g->input_names[i];
+  *t = NULL, *other = NULL;
+  if (in->kind == TG_ONNX_NONE) { /* an empty optional; for another input, omitted (tg_onnx_run's NULL) */
+    if (want >= 0 && (want & TG_ONNX_OPTIONAL)) *other = in;
+    return 0;
+  }
+  if (want < 0 || (int)in->kind != (want & ~TG_ONNX_OPTIONAL))
+    return tg_set_error(TG_ERR_ARG, "tg_onnx_run: input '%s' is %s, the model declares %s%s", name, kind_name(in->kind),
+                        want >= 0 && (want & TG_ONNX_OPTIONAL) ? "an optional of " : "", kind_name(want));
+  bool items_ok = in->kind != TG_ONNX_TENSOR || in->n == 1;
+  for (int j = 0; items_ok && j < in->n; j++) items_ok = in->items && in->items[j];
+  if (!items_ok || in->n < 0)
+    return tg_set_error(TG_ERR_ARG, "tg_onnx_run: input '%s': a NULL item or a wrong count", name);
+  *t = in->kind == TG_ONNX_TENSOR ? in->items[0] : NULL, *other = in->kind == TG_ONNX_TENSOR ? NULL : in;
+  return *t ? check_input(g, i, t) : 0;
+}
+
+/* Output value v of a finished run as a tg_onnx_value holding retained tensors. */
+static int take_output(const ox_graph *g, int i, tg_tensor *t, const tg_onnx_value *other, tg_onnx_value *out) {
+  if (!t && !other)
+    return tg_set_error(TG_ERR_ARG, "tg_onnx_run: graph output '%s' has no value (an input left NULL?)",
+                        g->output_names[i]);
+  out->kind = t ? TG_ONNX_TENSOR : other->kind, out->n = t ? 1 : other->n;
+  if (out->kind == TG_ONNX_NONE) return 0;
+  if (!(out->items = calloc((size_t)out->n + 1, sizeof *out->items)))
+    return tg_set_error(TG_ERR_NOMEM, "tg_onnx_run: out of memory");
+  for (int j = 0; j < out->n; j++) out->items[j] = tg_retain(t ? t : other->items[j]);
+  return 0;
+}
+
+/* Retained handles -> handles of the caller's scope (or nothing, after an error). */
+static void into_callers_scope(tg_onnx_value *outputs, int n_outputs, int rc) {
+  for (int i = 0; i < n_outputs; i++) {
+    for (int j = 0; outputs[i].items && j < outputs[i].n; j++) {
+      tg_tensor *t = outputs[i].items[j];
+      outputs[i].items[j] = rc ? NULL : tensor_wrap(t->u);
+      tg_free(t);
+    }
+    if (rc) tg_onnx_value_clear(&outputs[i]);
+  }
+}
+
+/* Run m on tensor inputs tin (NULL: omitted) or value inputs vin; outputs as values in the
+ * caller's scope. */
+static int run_model(tg_onnx_model *m, tg_tensor *const *tin, const tg_onnx_value *vin, int n_inputs,
+                     tg_onnx_value *outputs, int n_outputs) {
+  for (int i = 0; i < n_outputs; i++) outputs[i] = ox_none;
+  const ox_graph *g = &m->g;
+  tg_tensor **vals;
+  const tg_onnx_value **others;
+  int rc = env_values(g, &vals, &others);
+  if (rc) return rc;
+  ox_arena arena = {0};
+  tg_scope *s = tg_scope_begin();
+  for (int i = 0; !rc && i < n_inputs; i++) {
+    int v = g->inputs[i];
+    if (vin) rc = bind_input(g, i, &vin[i], &vals[v], &others[v]);
+    else vals[v] = tin[i], rc = check_input(g, i, &vals[v]);
+  }
+  ox_env e = {m, g, vals, others, &arena, NULL, 0};
+  if (!rc) rc = run_nodes(&e);
+  for (int i = 0; !rc && i < n_outputs; i++) rc = take_output(g, i, vals[g->outputs[i]], others[g->outputs[i]], &outputs[i]);
+  tg_scope_end(s);
+  into_callers_scope(outputs, n_outputs, rc);
+  arena_free(&arena);
+  free(vals), free(others);
+  return rc;
+}
+
+int tg_onnx_run_values(tg_onnx_model *m, const tg_onnx_value *inputs, int n_inputs, tg_onnx_value *outputs,
+                       int n_outputs) {
+  int rc = check_run_args(m, inputs, n_inputs, outputs, n_outputs);
+  return rc ? rc : run_model(m, NULL, inputs, n_inputs, outputs, n_outputs);
+}
+
 int tg_onnx_run(tg_onnx_model *m, tg_tensor *const *inputs, int n_inputs, tg_tensor **outputs, int n_outputs) {
   int rc = check_run_args(m, inputs, n_inputs, outputs, n_outputs);
   if (rc) return rc;
   for (int i = 0; i < n_outputs; i++) outputs[i] = NULL;
-  const ox_graph *g = &m->g;
-  tg_tensor **vals = calloc((size_t)g->nvals + 1, sizeof *vals);
-  if (!vals) return tg_set_error(TG_ERR_NOMEM, "tg_onnx_run: out of memory");
-  for (int v = 0; v < g->nvals; v++) vals[v] = g->init[v];
-  tg_scope *s = tg_scope_begin();
-  for (int i = 0; !rc && i < n_inputs; i++) {
-    tg_tensor *t = inputs[i];
-    rc = check_input(g, i, &t);
-    vals[g->inputs[i]] = t;
-  }
-  ox_env e = {m, g, vals, NULL, 0};
-  if (!rc) rc = run_nodes(&e);
+  tg_onnx_value *out = calloc((size_t)n_outputs + 1, sizeof *out);
+  if (!out) return tg_set_error(TG_ERR_NOMEM, "tg_onnx_run: out of memory");
+  rc = run_model(m, inputs, NULL, n_inputs, out, n_outputs);
   for (int i = 0; !rc && i < n_outputs; i++)
-    if (!(outputs[i] = tg_retain(vals[g->outputs[i]])))
-      rc = tg_set_error(TG_ERR_ARG, "tg_onnx_run: graph output '%s' has no value (an input left NULL?)",
-                        g->output_names[i]);
-  tg_scope_end(s);
-  for (int i = 0; i < n_outputs; i++) { /* into the caller's scope */
-    tg_tensor *t = outputs[i];
-    outputs[i] = rc || !t ? NULL : tensor_wrap(t->u);
-    tg_free(t);
+    if (out[i].kind != TG_ONNX_TENSOR)
+      rc = tg_set_error(TG_ERR_ARG, "tg_onnx_run: output '%s' is %s: use tg_onnx_run_values", m->g.output_names[i],
+                        kind_name(out[i].kind));
+  for (int i = 0; i < n_outputs; i++) {
+    if (out[i].kind == TG_ONNX_TENSOR) {
+      if (rc) tg_free(out[i].items[0]);
+      else outputs[i] = out[i].items[0];
+    }
+    tg_onnx_value_clear(&out[i]);
   }
-  free(vals);
+  free(out);
   return rc;
+}
+
+void tg_onnx_value_clear(tg_onnx_value *v) {
+  if (!v) return;
+  free(v->items);
+  *v = ox_none;
+}
+
+int tg_onnx_input_kind(const tg_onnx_model *m, int i) {
+  return m && i >= 0 && i < m->g.ninputs ? m->g.input_kinds[i] : -1;
+}
+int tg_onnx_output_kind(const tg_onnx_model *m, int i) {
+  return m && i >= 0 && i < m->g.noutputs ? m->g.output_kinds[i] : -1;
 }

@@ -34,6 +34,8 @@ typedef struct ox_graph {
   int *inputs, *outputs; /* value numbers of the graph's free inputs and its outputs */
   const char **input_names, **output_names;
   const Onnx__TypeProto__Tensor **input_types; /* declared type and shape of each free input, or NULL */
+  int *input_kinds, *output_kinds;             /* declared kinds (tg_onnx_input_kind), -1: a map */
+  const tg_onnx_value **init_other;            /* per value: a captured sequence or none, else NULL */
   int nnodes;
   const Onnx__NodeProto **nodes; /* in run order */
   int **node_in, **node_out;     /* per node: value numbers, -1 for an omitted optional one */
@@ -46,16 +48,33 @@ struct tg_onnx_model {
   ox_graph g;
 };
 
-/* A graph being run: its values, and the graph around it (subgraphs see its values). */
+/* The sequences and nones one run makes, freed when it ends. */
+typedef struct ox_arena {
+  tg_onnx_value **v;
+  int n, cap;
+} ox_arena;
+
+/* A graph being run: its values, and the graph around it (subgraphs see its values). A value is
+ * a tensor (vals[v]) or something else (others[v]: a sequence or an empty optional). */
 typedef struct ox_env {
   const struct tg_onnx_model *m;
   const ox_graph *g;
   tg_tensor **vals;
+  const tg_onnx_value **others;
+  ox_arena *arena;
   const struct ox_env *parent;
   int depth;
 } ox_env;
 
-/* What a handler sees: its node, inputs (NULL: omitted) and outputs to fill. */
+/* One value passed into or out of a subgraph: a tensor t, or a sequence / none v. */
+typedef struct ox_val {
+  tg_tensor *t;
+  const tg_onnx_value *v;
+} ox_val;
+
+/* What a handler sees: its node, inputs (NULL: omitted) and outputs to fill. Only the handlers of
+ * ox_ops_seq see non-tensor inputs (vin) and may set vout; for the others a sequence input is an
+ * error before they run. */
 typedef struct ox_node {
   const Onnx__NodeProto *np;
   const ox_env *env;
@@ -63,6 +82,8 @@ typedef struct ox_node {
   int nin, nout;
   tg_tensor *in[OX_MAX_IO];
   tg_tensor *out[OX_MAX_IO];
+  const tg_onnx_value *vin[OX_MAX_IO];
+  const tg_onnx_value *vout[OX_MAX_IO];
   char sbuf[4][128]; /* string attributes, copied NUL-terminated */
   int snext;
 } ox_node;
@@ -76,8 +97,13 @@ typedef struct ox_op {
 } ox_op;
 
 extern const ox_op ox_ops_math[], ox_ops_shape[], ox_ops_nn[], ox_ops_resize[], ox_ops_extra[], ox_ops_rnn[], ox_ops_grid[], ox_ops_control[], ox_ops_signal[], ox_ops_nms[], ox_ops_unique[], ox_ops_tfidf[];
-/* The entry for op_type at opset (NULL: not supported). */
-const ox_op *ox_find_op(const char *op_type);
+/* The ops whose values may be sequences and optionals (ops_seq.c; If and Loop among them). */
+extern const ox_op ox_ops_seq[];
+/* The entry for op_type (NULL: not supported); *values: it is one of ox_ops_seq. */
+const ox_op *ox_find_op(const char *op_type, bool *values);
+/* If and Loop (ops_control.c), whose branches and bodies may carry sequences and optionals. */
+int ox_op_if(ox_node *n);
+int ox_op_loop(ox_node *n);
 
 /* ---- tensors (tensor.c) */
 /* The tg dtype of an ONNX TensorProto.DataType; -1 with an error naming it if unsupported. */
@@ -113,7 +139,11 @@ int ox_axis(const ox_node *n, int64_t axis, int ndim);
 tg_tensor *ox_quantize(tg_tensor *xf, tg_tensor *scale, tg_tensor *zp, tg_dtype dt);
 /* Run subgraph gp (an If branch, a Loop or Scan body) inside the node's graph: in[nin] bind its
  * inputs in order, out[nout] receive its outputs (tensors in the current scope). 0 or < 0. */
-int ox_run_subgraph(ox_node *n, const Onnx__GraphProto *gp, tg_tensor **in, int nin, tg_tensor **out, int nout);
+int ox_run_subgraph(ox_node *n, const Onnx__GraphProto *gp, const ox_val *in, int nin, ox_val *out, int nout);
+/* A new sequence of n items (or none: kind TG_ONNX_NONE) owned by the run; NULL + error. */
+tg_onnx_value *ox_new_value(const ox_node *n, tg_onnx_kind kind, int count);
+/* The declared kind of a TypeProto (tg_onnx_input_kind's code). */
+int ox_type_kind(const Onnx__TypeProto *tp);
 /* Set output i (the handler's result); NULL makes the node fail. */
 static inline int ox_set(ox_node *n, int i, tg_tensor *t) {
   n->out[i] = t;

@@ -15,16 +15,26 @@ static const Onnx__GraphProto *graph_attr(const ox_node *n, const char *name) {
   return a ? a->g : NULL;
 }
 
-/* If: the branch the (host-read) condition picks. */
-static int op_if(ox_node *n) {
+/* A node's input i as a subgraph value (a tensor, a sequence or none). */
+static ox_val in_val(const ox_node *n, int i) { return (ox_val){n->in[i], n->vin[i]}; }
+
+/* A subgraph's value as the node's output i. */
+static void set_out(ox_node *n, int i, ox_val v) { n->out[i] = v.t, n->vout[i] = v.v; }
+
+/* If: the branch the (host-read) condition picks; its outputs may be sequences or nones. */
+int ox_op_if(ox_node *n) {
   int64_t c;
   if (ox_host_ints(IN(0), &c, 1) != 1) return ox_fail(n, TG_ERR_ARG, "cond must be one value");
-  return ox_run_subgraph(n, graph_attr(n, c ? "then_branch" : "else_branch"), NULL, 0, n->out, n->nout);
+  ox_val out[OX_MAX_IO];
+  int rc = ox_run_subgraph(n, graph_attr(n, c ? "then_branch" : "else_branch"), NULL, 0, out, n->nout);
+  for (int i = 0; !rc && i < n->nout; i++) set_out(n, i, out[i]);
+  return rc;
 }
 
 /* Loop: body(iteration, cond, carried...) -> (cond, carried..., scan outputs...), while the
- * trip count M (optional) and cond (optional) allow; scan outputs are stacked on a new axis 0. */
-static int op_loop(ox_node *n) {
+ * trip count M (optional) and cond (optional) allow; scan outputs are stacked on a new axis 0.
+ * Carried values may be sequences or nones; scan outputs are tensors. */
+int ox_op_loop(ox_node *n) {
   int64_t M = MAX_ITERS, c = 1;
   if (IN(0) && ox_host_ints(IN(0), &M, 1) != 1) return ox_fail(n, TG_ERR_ARG, "M must be one value");
   if (IN(1) && ox_host_ints(IN(1), &c, 1) != 1) return ox_fail(n, TG_ERR_ARG, "cond must be one value");
@@ -32,23 +42,24 @@ static int op_loop(ox_node *n) {
   if (M > MAX_ITERS) return ox_fail(n, TG_ERR_ARG, "trip count %lld (at most %d unrolled)", (long long)M, MAX_ITERS);
   int nc = n->nin - 2, ns = n->nout - nc; /* carried values, scan outputs */
   if (nc < 0 || ns < 0) return ox_fail(n, TG_ERR_ARG, "inputs and outputs do not match");
-  tg_tensor *state[OX_MAX_IO], *in[OX_MAX_IO], *out[OX_MAX_IO];
+  ox_val state[OX_MAX_IO], in[OX_MAX_IO], out[OX_MAX_IO];
   tg_tensor **scans = calloc((size_t)(ns ? ns : 1) * MAX_ITERS, sizeof *scans);
   if (!scans) return tg_set_error(TG_ERR_NOMEM, "out of memory");
-  for (int i = 0; i < nc; i++) state[i] = n->in[2 + i];
+  for (int i = 0; i < nc; i++) state[i] = in_val(n, 2 + i);
   int64_t it = 0;
   int rc = 0;
   for (; !rc && it < M && c; it++) {
     int64_t iv = it;
     uint8_t cv = 1;
-    in[0] = tg_from_data(&iv, TG_INT64, NULL, 0), in[1] = tg_from_data(&cv, TG_BOOL, NULL, 0);
+    in[0] = (ox_val){tg_from_data(&iv, TG_INT64, NULL, 0), NULL}, in[1] = (ox_val){tg_from_data(&cv, TG_BOOL, NULL, 0), NULL};
     for (int i = 0; i < nc; i++) in[2 + i] = state[i];
     rc = ox_run_subgraph(n, graph_attr(n, "body"), in, 2 + nc, out, 1 + nc + ns);
-    if (!rc && ox_host_ints(out[0], &c, 1) != 1) rc = ox_fail(n, TG_ERR_ARG, "the body's cond must be one value");
+    if (!rc && ox_host_ints(out[0].t, &c, 1) != 1) rc = ox_fail(n, TG_ERR_ARG, "the body's cond must be one value");
     for (int i = 0; !rc && i < nc; i++) state[i] = out[1 + i];
-    for (int i = 0; !rc && i < ns; i++) scans[i * MAX_ITERS + it] = out[1 + nc + i];
+    for (int i = 0; !rc && i < ns; i++)
+      if (!(scans[i * MAX_ITERS + it] = out[1 + nc + i].t)) rc = ox_fail(n, TG_ERR_ARG, "scan output %d is not a tensor", i);
   }
-  for (int i = 0; !rc && i < nc; i++) n->out[i] = state[i];
+  for (int i = 0; !rc && i < nc; i++) set_out(n, i, state[i]);
   for (int i = 0; !rc && i < ns; i++)
     if (!it || !(n->out[nc + i] = tg_stack(scans + i * MAX_ITERS, (int)it, 0)))
       rc = it ? -1 : ox_fail(n, TG_ERR_ARG, "a scan output of a loop that ran no iteration has no shape");
@@ -70,22 +81,24 @@ static int op_scan(ox_node *n) {
     if ((axes[j] = ox_axis(n, ia[j], tg_ndim(n->in[ns + j]))) < 0) return -1;
   int64_t T = tg_dim(n->in[ns], axes[0]);
   if (T < 1 || T > MAX_ITERS) return ox_fail(n, TG_ERR_ARG, "sequence length %lld", (long long)T);
-  tg_tensor *state[OX_MAX_IO], *in[OX_MAX_IO], *out[OX_MAX_IO];
+  ox_val state[OX_MAX_IO], in[OX_MAX_IO], out[OX_MAX_IO];
   tg_tensor **scans = calloc((size_t)(no ? no : 1) * (size_t)T, sizeof *scans);
   if (!scans) return tg_set_error(TG_ERR_NOMEM, "out of memory");
-  for (int i = 0; i < ns; i++) state[i] = n->in[i];
+  for (int i = 0; i < ns; i++) state[i] = (ox_val){n->in[i], NULL};
   int rc = 0;
   for (int64_t t = 0; !rc && t < T; t++) {
     for (int i = 0; i < ns; i++) in[i] = state[i];
     for (int j = 0; j < m; j++) {
       int64_t k = id[j] ? T - 1 - t : t;
-      in[ns + j] = tg_squeeze(tg_slice(n->in[ns + j], axes[j], k, k + 1, 1), axes[j]);
+      in[ns + j] = (ox_val){tg_squeeze(tg_slice(n->in[ns + j], axes[j], k, k + 1, 1), axes[j]), NULL};
     }
     rc = ox_run_subgraph(n, graph_attr(n, "body"), in, ns + m, out, ns + no);
+    for (int i = 0; !rc && i < ns + no; i++)
+      if (!out[i].t) rc = ox_fail(n, TG_ERR_ARG, "the body's output %d is not a tensor", i);
     for (int i = 0; !rc && i < ns; i++) state[i] = out[i];
-    for (int i = 0; !rc && i < no; i++) scans[i * T + t] = out[ns + i];
+    for (int i = 0; !rc && i < no; i++) scans[i * T + t] = out[ns + i].t;
   }
-  for (int i = 0; !rc && i < ns; i++) n->out[i] = state[i];
+  for (int i = 0; !rc && i < ns; i++) n->out[i] = state[i].t;
   for (int i = 0; !rc && i < no; i++) {
     if (od[i]) /* reverse: the last step's slice comes first */
       for (int64_t a = 0, b = T - 1; a < b; a++, b--) {
@@ -100,8 +113,6 @@ static int op_scan(ox_node *n) {
 }
 
 const ox_op ox_ops_control[] = {
-    {"If", 1, op_if, "else_branch,then_branch"},
-    {"Loop", 1, op_loop, "body"},
     {"Scan", 9, op_scan, "body,num_scan_inputs,scan_input_axes,scan_input_directions,scan_output_axes,scan_output_directions"},
     {NULL, 0, NULL, NULL},
 };

@@ -19,7 +19,6 @@ static bool is_int(tg_tensor *t) { return t && !tg_dtype_is_float(tg_get_dtype(t
 /* ---------------------------------------------------------------- unary */
 
 typedef tg_tensor *(*unary_fn)(tg_tensor *);
-static tg_tensor *identity(tg_tensor *t) { return t; }
 static tg_tensor *sigmoid_float(tg_tensor *t) { return tg_sigmoid(t); }
 
 static const struct { const char *name; unary_fn f; } unaries[] = {
@@ -28,7 +27,7 @@ static const struct { const char *name; unary_fn f; } unaries[] = {
     {"Sigmoid", sigmoid_float}, {"Tanh", tg_tanh}, {"Sin", tg_sin},    {"Cos", tg_cos},     {"Tan", tg_tan},
     {"Asin", tg_asin},     {"Acos", tg_acos},   {"Atan", tg_atan},     {"Sinh", tg_sinh},   {"Cosh", tg_cosh},
     {"Asinh", tg_asinh},   {"Acosh", tg_acosh}, {"Atanh", tg_atanh},   {"Erf", tg_erf},     {"Sign", tg_sign},
-    {"IsNaN", tg_isnan},   {"Not", tg_logical_not}, {"Identity", identity}, {"Softsign", tg_softsign},
+    {"IsNaN", tg_isnan},   {"Not", tg_logical_not}, {"Softsign", tg_softsign},
     {"HardSwish", tg_hardswish}, {"Mish", tg_mish}, {"BitwiseNot", tg_bitwise_not},
 };
 
@@ -355,7 +354,7 @@ const ox_op ox_ops_math[] = {
     U("Abs"), U("Neg"), U("Exp"), U("Log"), U("Sqrt"), U("Reciprocal"), U("Floor"), U("Ceil"), U("Round"),
     U("Relu"), U("Sigmoid"), U("Tanh"), U("Sin"), U("Cos"), U("Tan"), U("Asin"), U("Acos"), U("Atan"),
     U("Sinh"), U("Cosh"), U("Asinh"), U("Acosh"), U("Atanh"), U("Erf"), U("Sign"), U("IsNaN"), U("Not"),
-    U("Identity"), U("Softsign"), U("HardSwish"), U("Mish"), U("BitwiseNot"),
+    U("Softsign"), U("HardSwish"), U("Mish"), U("BitwiseNot"),
     {"LeakyRelu", 6, op_leaky_relu, "alpha"},
     {"Elu", 6, op_elu, "alpha"},
     {"Celu", 12, op_celu, "alpha"},

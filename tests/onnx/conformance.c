@@ -111,30 +111,44 @@ static int compare(tg_tensor *got, tg_tensor *want, char *why, size_t cap) {
   return rc;
 }
 
-/* One data set: 0 pass, 1 fail, 2 skip (message in why). */
+/* Compare a value (tensor, sequence or none) with the expected one. */
+static int compare_value(const tg_onnx_value *got, const tg_onnx_value *want, char *why, size_t cap) {
+  static const char *kinds[] = {"?", "a tensor", "a sequence", "none"};
+  if (got->kind != want->kind) return verdict(1, why, cap, "%s, expected %s", kinds[got->kind & 3], kinds[want->kind & 3]);
+  if (got->n != want->n) return verdict(1, why, cap, "a sequence of %d, expected %d", got->n, want->n);
+  for (int j = 0; j < got->n; j++) {
+    tg_tensor *g = got->items[j], *w = want->items[j];
+    if (tg_get_dtype(w) == TG_UINT16 && tg_get_dtype(g) == TG_BFLOAT16)
+      g = tg_bitcast(g, TG_UINT16); /* onnx 1.12 stores bfloat16 data as uint16 bits */
+    char detail[1024];
+    if (compare(g, w, detail, sizeof detail))
+      return got->kind == TG_ONNX_SEQUENCE ? verdict(1, why, cap, "item %d: %s", j, detail) : verdict(1, why, cap, "%s", detail);
+  }
+  return 0;
+}
+
+/* One data set: 0 pass, 1 fail, 2 skip (message in why). Inputs and expected outputs are read as
+ * the model declares them (a TensorProto, SequenceProto or OptionalProto). */
 static int run_set(tg_onnx_model *m, const char *set, char *why, size_t cap) {
   int nin = count_files(set, "input"), nout = count_files(set, "output"), rc = 0;
   int mi = tg_onnx_num_inputs(m), mo = tg_onnx_num_outputs(m);
   if (nin > mi || nout != mo || mi > MAX_IO || mo > MAX_IO)
     return verdict(1, why, cap, "%d input / %d output files for a model of %d / %d", nin, nout, mi, mo);
-  tg_tensor *in[MAX_IO] = {0}, *out[MAX_IO] = {0};
+  tg_onnx_value in[MAX_IO] = {0}, out[MAX_IO] = {0}, want[MAX_IO] = {0};
   char path[PATH_CAP];
-  for (int i = 0; i < nin && !rc; i++) {
+  for (int i = 0; i < mi && !rc; i++) {
     pathf(path, "%s/input_%d.pb", set, i);
-    if (!(in[i] = tg_onnx_load_tensor(path)))
-      rc = load_verdict(why, cap, "input: ");
+    in[i] = (tg_onnx_value){TG_ONNX_NONE, 0, NULL}; /* no file: an omitted input */
+    if (i < nin && tg_onnx_load_value(path, tg_onnx_input_kind(m, i), &in[i])) rc = load_verdict(why, cap, "input: ");
   }
-  if (!rc && tg_onnx_run(m, in, mi, out, mo)) rc = load_verdict(why, cap, "");
+  if (!rc && tg_onnx_run_values(m, in, mi, out, mo)) rc = load_verdict(why, cap, "");
   for (int i = 0; i < mo && !rc; i++) {
     pathf(path, "%s/output_%d.pb", set, i);
-    tg_tensor *want = tg_onnx_load_tensor(path);
-    if (!want) rc = load_verdict(why, cap, "expected output: ");
-    else if (tg_get_dtype(want) == TG_UINT16 && tg_get_dtype(out[i]) == TG_BFLOAT16)
-      out[i] = tg_bitcast(out[i], TG_UINT16); /* onnx 1.12 stores bfloat16 data as uint16 bits */
-    if (rc) continue;
     char detail[1024];
-    if (compare(out[i], want, detail, sizeof detail)) rc = verdict(1, why, cap, "output %d: %s", i, detail);
+    if (tg_onnx_load_value(path, tg_onnx_output_kind(m, i), &want[i])) rc = load_verdict(why, cap, "expected output: ");
+    else if (compare_value(&out[i], &want[i], detail, sizeof detail)) rc = verdict(1, why, cap, "output %d: %s", i, detail);
   }
+  for (int i = 0; i < MAX_IO; i++) tg_onnx_value_clear(&in[i]), tg_onnx_value_clear(&out[i]), tg_onnx_value_clear(&want[i]);
   return rc;
 }
 

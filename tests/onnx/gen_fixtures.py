@@ -91,10 +91,41 @@ def main():
     t = numpy_helper.from_array(np.arange(6, dtype=np.int64).reshape(2, 3), "T").SerializeToString()
     write("tensor_i64.pb", t)
     write("tensor_truncated.pb", t[:-5])
+    sequences()
     for name in sorted(os.listdir(FIX)):
         if name.endswith(".onnx") or name.endswith(".pb"):
             shutil.copy(os.path.join(FIX, name), os.path.join(CORPUS, name.rsplit(".", 1)[0]))
     print("wrote", len(os.listdir(FIX)), "fixtures")
+
+
+def sequences():
+    """Sequences and optionals: a model that splits X into a sequence, inserts the last item of an
+    input sequence S in front, concatenates and counts it, and asks whether an optional O holds a
+    value; value files of each kind, and a truncated one."""
+    seq_t = helper.make_sequence_type_proto(helper.make_tensor_type_proto(F, None))
+    opt_t = helper.make_optional_type_proto(helper.make_tensor_type_proto(F, [2]))
+    nodes = [helper.make_node("SplitToSequence", ["X", "sizes"], ["P"], axis=0),
+             helper.make_node("SequenceAt", ["S", "minus1"], ["T0"]),
+             helper.make_node("SequenceInsert", ["P", "T0", "zero"], ["Q"]),
+             helper.make_node("ConcatFromSequence", ["Q"], ["C"], axis=0),
+             helper.make_node("SequenceLength", ["Q"], ["L"]),
+             helper.make_node("OptionalHasElement", ["O"], ["H"])]
+    inits = [numpy_helper.from_array(np.array([1, 3], np.int64), "sizes"),
+             numpy_helper.from_array(np.array(-1, np.int64), "minus1"),
+             numpy_helper.from_array(np.array(0, np.int64), "zero")]
+    g = helper.make_graph(nodes, "g", [vi("X", [4, 3]), helper.make_value_info("S", seq_t),
+                                       helper.make_value_info("O", opt_t)],
+                          [helper.make_value_info("Q", seq_t), vi("C", [None, 3]),
+                           vi("L", [], TensorProto.INT64), vi("H", [], TensorProto.BOOL)], initializer=inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    m.ir_version = 8
+    write("sequence.onnx", m.SerializeToString())
+    items = [np.arange(6, dtype=np.float32).reshape(2, 3), np.array([[7, 8, 9]], np.float32)]
+    seq = numpy_helper.from_list(items, "S").SerializeToString()
+    write("sequence_2.pb", seq)
+    write("sequence_truncated.pb", seq[:-7])
+    write("optional_none.pb", numpy_helper.from_optional(None, "O", onnx.OptionalProto.TENSOR).SerializeToString())
+    write("optional_tensor.pb", numpy_helper.from_optional(np.array([1, 2], np.float32), "O").SerializeToString())
 
 
 if __name__ == "__main__":
