@@ -2,8 +2,8 @@
  * each quantized type tg loads (docs/llm.md). Writes a GGUF file of one ROWS x COLS tensor per
  * type (random blocks with float16 scales near 0.01: timing does not depend on the values),
  * then times tg_matmul(W, x) with a fresh x each time, best of REPS, and prints ms, the
- * weight bytes read per ms, and the kernels a product runs; last, a Q8_0 product written by
- * hand in the layout a faster loader would build (q8_0*).
+ * weight bytes read per second, the time relative to float32's (which reads 4-7x the bytes)
+ * and the kernels a product runs.
  *
  *   ./build/bench_gguf_matvec [ROWS COLS REPS]      (default 4096 4096 30) */
 #include <stdio.h>
@@ -71,38 +71,6 @@ static int write_file(const char *path, int64_t rows, int64_t cols) {
   return fclose(f);
 }
 
-/* The Q8_0 product written by hand with the public API, as the loader could build it: the
- * blocks viewed as bytes (rows * blocks, 34), the int8 values a contiguous slice, the float16
- * scale assembled from its two bytes, and the reduction over (blocks, 32) rather than one
- * merged axis (docs/performance.md, "GGUF matrix-vector products"). Best ms of reps. */
-static double q8_0_by_hand(int64_t rows, int64_t cols, int reps) {
-  int64_t nb = cols / 32, n, nblk = rows * nb;
-  unsigned char *raw = tensor_data(&types[1], rows * cols, &n);
-  tg_tensor *w = raw ? tg_from_data(raw, TG_UINT8, (int64_t[]){nblk, 34}, 2) : NULL;
-  free(raw);
-  if (!w || tg_realize(w) < 0) return -1;
-  int64_t qs[2] = {0, 2}, qe[2] = {nblk, 34}, ls[2] = {0, 0}, le[2] = {nblk, 1}, hs[2] = {0, 1}, he[2] = {nblk, 2};
-  double best = 1e30;
-  for (int r = 0; r < reps + 1; r++) {
-    tg_scope *s = tg_scope_begin();
-    tg_tensor *x = tg_rand(&cols, 1, TG_FLOAT32);
-    tg_realize(x);
-    tg_tensor *q = tg_cast(tg_bitcast(tg_shrink(w, qs, qe), TG_INT8), TG_FLOAT32);
-    tg_tensor *lo = tg_cast(tg_shrink(w, ls, le), TG_UINT16), *hi = tg_cast(tg_shrink(w, hs, he), TG_UINT16);
-    tg_tensor *d = tg_cast(tg_bitcast(tg_bitwise_or(lo, tg_mul_s(hi, 256)), TG_FLOAT16), TG_FLOAT32);
-    tg_tensor *wq = tg_reshape(tg_mul(q, d), (int64_t[]){rows, nb, 32}, 3);
-    tg_tensor *y = tg_sum(tg_mul(wq, tg_reshape(x, (int64_t[]){1, nb, 32}, 3)), (const int[]){1, 2}, 2, false);
-    double t0 = tg_now();
-    int rc = tg_realize(y);
-    double t = tg_now() - t0;
-    tg_scope_end(s);
-    if (rc < 0) return -1;
-    if (r > 0 && t < best) best = t;
-  }
-  tg_free(w);
-  return best * 1e3;
-}
-
 int main(int argc, char **argv) {
   int64_t rows = argc > 2 ? atoll(argv[1]) : 4096, cols = argc > 2 ? atoll(argv[2]) : 4096;
   int reps = argc > 3 ? atoi(argv[3]) : 30;
@@ -116,7 +84,8 @@ int main(int argc, char **argv) {
   unlink(path);
   if (!g) return fprintf(stderr, "%s\n", tg_last_error()), 1;
   printf("y = W x, W (%lld, %lld), best of %d\n", (long long)rows, (long long)cols, reps);
-  printf("%-6s %10s %12s %8s\n", "type", "ms", "weight GB/s", "kernels");
+  printf("%-6s %10s %12s %8s %8s\n", "type", "ms", "weight GB/s", "x f32", "kernels");
+  double f32_ms = 0;
   for (int i = 0; i < NTYPES; i++) {
     tg_gguf_tensor_info info;
     tg_gguf_tensor_info_at(g, i, &info);
@@ -136,13 +105,11 @@ int main(int argc, char **argv) {
       kernels = tg_get_stats().kernels_run;
       tg_scope_end(s);
     }
-    printf("%-6s %10.3f %12.2f %8llu\n", types[i].name, best * 1e3, (double)info.nbytes / best / 1e9, (unsigned long long)kernels);
+    if (i == 0) f32_ms = best * 1e3;
+    printf("%-6s %10.3f %12.2f %8.2f %8llu\n", types[i].name, best * 1e3, (double)info.nbytes / best / 1e9, best * 1e3 / f32_ms,
+           (unsigned long long)kernels);
     tg_free(w);
   }
   tg_gguf_close(g);
-  double ms = q8_0_by_hand(rows, cols, reps);
-  if (ms < 0) return fprintf(stderr, "%s\n", tg_last_error()), 1;
-  printf("%-6s %10.3f %12.2f %8s   (q8_0 as bytes, reduced over (blocks, 32): by hand)\n", "q8_0*", ms,
-         (double)(rows * cols / 32 * 34) / (ms * 1e-3) / 1e9, "");
   return 0;
 }
