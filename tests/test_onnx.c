@@ -4,6 +4,7 @@
  * file (truncated, garbage, huge dims, a cycle, a missing initializer, a wrong dtype, short
  * data, a value defined twice, external data outside the model's directory), each checked
  * for its error message. The op conformance tests are tests/onnx/conformance.c. */
+#include <math.h>
 #include <string.h>
 
 #include "harness.h"
@@ -258,4 +259,82 @@ TEST(onnx_load_value_files) {
   CHECK(tg_onnx_load_value(FIX "no_such.pb", TG_ONNX_SEQUENCE, &v) < 0 && strstr(tg_last_error(), "cannot open"));
   tg_onnx_value_clear(NULL);
   tg_scope_end(s);
+}
+
+/* ---- Det and RoiAlign (det.onnx, roi_align.onnx) */
+
+/* The determinant of an m x m matrix by Gaussian elimination with partial pivoting (doubles). */
+static double naive_det(const float *a0, int m) {
+  double a[16 * 16], det = 1;
+  for (int i = 0; i < m * m; i++) a[i] = a0[i];
+  for (int k = 0; k < m; k++) {
+    int p = k;
+    for (int r = k + 1; r < m; r++)
+      if (fabs(a[r * m + k]) > fabs(a[p * m + k])) p = r;
+    if (a[p * m + k] == 0) return 0;
+    if (p != k) {
+      det = -det;
+      for (int c = 0; c < m; c++) {
+        double t = a[k * m + c];
+        a[k * m + c] = a[p * m + c], a[p * m + c] = t;
+      }
+    }
+    det *= a[k * m + k];
+    for (int r = k + 1; r < m; r++) {
+      double f = a[r * m + k] / a[k * m + k];
+      for (int c = k; c < m; c++) a[r * m + c] -= f * a[k * m + c];
+    }
+  }
+  return det;
+}
+
+TEST(onnx_det_against_gaussian_elimination) {
+  tg_onnx_model *m = tg_onnx_load(FIX "det.onnx");
+  CHECK(m != NULL);
+  if (!m) return;
+  enum { B = 4, M = 12 };
+  static float x[B * M * M];
+  uint32_t seed = 12345;
+  for (int i = 0; i < B * M * M; i++) seed = seed * 1664525u + 1013904223u, x[i] = (float)((seed >> 8) % 2001) / 1000.f - 1.f;
+  for (int c = 0; c < M; c++) x[1 * M * M + 5 * M + c] = x[1 * M * M + 2 * M + c]; /* batch 1: two equal rows */
+  memset(x + 2 * M * M, 0, M * M * sizeof(float)); /* batch 2: a permutation (zero diagonal: pivots needed) */
+  for (int r = 0; r < M; r++) x[2 * M * M + r * M + (r + 1) % M] = (float)(r + 1);
+  tg_scope *s = tg_scope_begin();
+  tg_tensor *in = tg_from_data(x, TG_FLOAT32, (int64_t[]){B, M, M}, 3), *out;
+  float d[B];
+  CHECK(tg_onnx_run(m, &in, 1, &out, 1) == 0 && tg_ndim(out) == 1 && tg_to_host(out, d, sizeof d) == 0);
+  for (int b = 0; b < B; b++) {
+    double want = naive_det(x + b * M * M, M);
+    CHECK(fabs(d[b] - want) <= 1e-4 * fabs(want) + 1e-5);
+  }
+  CHECK(fabs(d[1]) < 1e-5 && fabs(naive_det(x + 2 * M * M, M)) > 1e8); /* singular; 12! with a sign */
+  tg_tensor *rect = tg_ones((int64_t[]){2, 3}, 2, TG_FLOAT32);
+  tg_clear_error();
+  CHECK(tg_onnx_run(m, &rect, 1, &out, 1) < 0 && strstr(tg_last_error(), "Det node") &&
+        strstr(tg_last_error(), "square matrices"));
+  tg_scope_end(s);
+  tg_onnx_free(m);
+}
+
+TEST(onnx_roi_align_constant_image_and_bad_boxes) {
+  tg_onnx_model *m = tg_onnx_load(FIX "roi_align.onnx");
+  CHECK(m != NULL);
+  if (!m) return;
+  tg_scope *s = tg_scope_begin();
+  float boxes[8] = {0, 0, 4, 4, 1, 1, 3, 2}, y[8];
+  int64_t idx[2] = {0, 0};
+  tg_tensor *in[3] = {tg_full((int64_t[]){1, 1, 4, 4}, 4, 3.0, TG_FLOAT32), tg_from_data(boxes, TG_FLOAT32, (int64_t[]){2, 4}, 2),
+                      tg_from_data(idx, TG_INT64, (int64_t[]){2}, 1)},
+           *out;
+  CHECK(tg_onnx_run(m, in, 3, &out, 1) == 0 && tg_to_host(out, y, sizeof y) == 0);
+  for (int i = 0; i < 8; i++) CHECK_CLOSE(y[i], 3.0, 1e-6); /* every sample inside X: weights sum to 1 */
+  idx[1] = 5;
+  in[2] = tg_from_data(idx, TG_INT64, (int64_t[]){2}, 1);
+  tg_clear_error();
+  CHECK(tg_onnx_run(m, in, 3, &out, 1) < 0 && strstr(tg_last_error(), "roi 1: batch index 5 of 1"));
+  idx[1] = 0, boxes[2] = 1e30f;
+  in[1] = tg_from_data(boxes, TG_FLOAT32, (int64_t[]){2, 4}, 2), in[2] = tg_from_data(idx, TG_INT64, (int64_t[]){2}, 1);
+  CHECK(tg_onnx_run(m, in, 3, &out, 1) < 0 && strstr(tg_last_error(), "a box beyond 1e6"));
+  tg_scope_end(s);
+  tg_onnx_free(m);
 }

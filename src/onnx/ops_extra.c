@@ -1,6 +1,6 @@
 /* ops_extra.c — the long tail of ONNX ops on tg's tensor functions: window functions,
  * linear quantization (QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear,
- * MatMulInteger, QLinearMatMul), ReverseSequence and MaxUnpool. */
+ * MatMulInteger, QLinearMatMul), ReverseSequence, MaxUnpool and Det. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -163,7 +163,46 @@ static int op_max_unpool(ox_node *n) {
   return ox_set(n, 0, osz ? tg_pad(y, before, after, 0.0) : y);
 }
 
+/* ---------------------------------------------------------------- Det */
+
+#define DET_MAX 64 /* the largest matrix: the elimination is unrolled over its columns */
+
+/* A * mask (mask bool, broadcast): A where mask, else 0. */
+static tg_tensor *masked(tg_tensor *a, tg_tensor *mask) { return tg_mul(a, tg_cast(mask, tg_get_dtype(a))); }
+
+/* Det of (..., M, M): Gaussian elimination with partial pivoting, in float64, unrolled over the
+ * columns. Step k takes the row of largest |value| in column k at or below the diagonal (argmax
+ * of the masked column), swaps it with row k by one-hot masks, and subtracts multiples of it from
+ * the rows below; the determinant is the product of the pivots, negated per swap. */
+static int op_det(ox_node *n) {
+  tg_tensor *x = IN(0);
+  int nd = x ? tg_ndim(x) : 0;
+  if (nd < 2 || tg_dim(x, -1) != tg_dim(x, -2) || !tg_dtype_is_float(tg_get_dtype(x)))
+    return ox_fail(n, TG_ERR_ARG, "needs float square matrices (..., M, M)");
+  int64_t M = tg_dim(x, -1), bshape[MAXD];
+  if (M < 1 || M > DET_MAX) return ox_fail(n, TG_ERR_ARG, "M = %lld (1 to %d)", (long long)M, DET_MAX);
+  tg_tensor *a = tg_cast(x, TG_FLOAT64), *det = tg_ones((int64_t[]){1, 1}, 2, TG_FLOAT64);
+  tg_tensor *rows = tg_reshape(tg_arange(0, (double)M, 1, TG_INT32), (int64_t[]){M, 1}, 2); /* (M, 1) */
+  for (int64_t k = 0; k < M; k++) {
+    tg_tensor *kk = tg_full(NULL, 0, (double)k, TG_INT32), *col = tg_slice(a, -1, k, k + 1, 1); /* (..., M, 1) */
+    tg_tensor *cand = tg_where(tg_ge(rows, kk), tg_abs(col), tg_full(NULL, 0, -1.0, TG_FLOAT64));
+    tg_tensor *p = tg_argmax(cand, -2, true); /* (..., 1, 1) */
+    tg_tensor *at_p = tg_eq(rows, p), *at_k = tg_eq(rows, kk);
+    tg_tensor *prow = tg_sum(masked(a, at_p), (int[]){-2}, 1, true), *krow = tg_slice(a, -2, k, k + 1, 1);
+    a = tg_add(a, tg_add(masked(tg_sub(krow, prow), at_p), masked(tg_sub(prow, krow), at_k)));
+    tg_tensor *pivot = tg_slice(prow, -1, k, k + 1, 1); /* (..., 1, 1) */
+    tg_tensor *sign = tg_sub_s(tg_mul_s(tg_cast(tg_eq(p, kk), TG_FLOAT64), 2.0), 1.0);
+    det = tg_mul(det, tg_mul(pivot, sign));
+    tg_tensor *below = tg_logical_and(tg_gt(rows, kk), tg_ne(pivot, tg_zeros_like(pivot)));
+    tg_tensor *factor = tg_where(below, tg_div(tg_slice(a, -1, k, k + 1, 1), pivot), tg_zeros_like(pivot));
+    a = tg_sub(a, tg_mul(factor, prow));
+  }
+  for (int i = 0; i < nd - 2; i++) bshape[i] = tg_dim(x, i);
+  return ox_set(n, 0, tg_cast(tg_reshape(det, bshape, nd - 2), tg_get_dtype(x)));
+}
+
 const ox_op ox_ops_extra[] = {
+    {"Det", 11, op_det, ""},
     {"HannWindow", 17, op_window, "output_datatype,periodic"},
     {"HammingWindow", 17, op_window, "output_datatype,periodic"},
     {"BlackmanWindow", 17, op_window, "output_datatype,periodic"},

@@ -2,8 +2,10 @@
  * the grid gives in [-1, 1]. Built from tensor ops, so the grid may be any lazy value: the
  * position is unnormalized (align_corners), clipped or reflected into range (padding_mode),
  * and each tap (1 nearest, 4 bilinear, 16 bicubic) is a tg_gather of X flattened over H*W,
- * weighted, and masked to zero outside X for padding_mode zeros. */
+ * weighted, and masked to zero outside X for padding_mode zeros. RoiAlign samples bilinearly
+ * too, at positions that depend on host-read boxes: a weight matrix and one batched matmul. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "onnx/onnx_int.h"
@@ -114,7 +116,109 @@ static int op_grid_sample(ox_node *n) {
   return ox_set(n, 0, r);
 }
 
+/* ---------------------------------------------------------------- RoiAlign */
+
+#define ROI_MAX_ELEMS ((int64_t)1 << 26) /* the largest weight matrix (doubles) */
+
+typedef struct roi_job {
+  int64_t H, W, oh, ow, S, cols; /* S: samples per bin (the most over the rois); cols per roi */
+  bool max, half_pixel;
+  double scale;
+  int64_t sr; /* sampling_ratio (0: adaptive) */
+} roi_job;
+
+/* Samples per bin along a side: the ratio, or ceil(side / bins) (the reference's int(ceil)). */
+static int64_t roi_grid(const roi_job *j, double side, int64_t bins) {
+  return j->sr > 0 ? j->sr : (int64_t)ceil(side / (double)bins);
+}
+
+/* The corner positions and bilinear weights of a sample at (y, x); all zero outside X. */
+static void roi_sample(const roi_job *j, double y, double x, int64_t pos[4], double w[4]) {
+  memset(pos, 0, 4 * sizeof *pos), memset(w, 0, 4 * sizeof *w);
+  if (y < -1.0 || y > (double)j->H || x < -1.0 || x > (double)j->W) return;
+  y = y > 0 ? y : 0, x = x > 0 ? x : 0;
+  int64_t yl = (int64_t)y, xl = (int64_t)x, yh = yl + 1, xh = xl + 1;
+  if (yl >= j->H - 1) yh = yl = j->H - 1, y = (double)yl;
+  if (xl >= j->W - 1) xh = xl = j->W - 1, x = (double)xl;
+  double ly = y - (double)yl, lx = x - (double)xl, hy = 1 - ly, hx = 1 - lx;
+  int64_t p[4] = {yl * j->W + xl, yl * j->W + xh, yh * j->W + xl, yh * j->W + xh};
+  double ww[4] = {hy * hx, hy * lx, ly * hx, ly * lx};
+  memcpy(pos, p, sizeof p), memcpy(w, ww, sizeof ww);
+}
+
+/* One roi's (H*W, cols) block of the weight matrix: avg sums w / count into the bin's column;
+ * max gives each corner of each sample its own column (padded with sample 0's). */
+static void roi_weights(const roi_job *j, const double *box, double *m) {
+  double off = j->half_pixel ? 0.5 : 0.0, sw = box[0] * j->scale - off, sh = box[1] * j->scale - off;
+  double rw = box[2] * j->scale - off - sw, rh = box[3] * j->scale - off - sh;
+  if (!j->half_pixel) rw = rw > 1 ? rw : 1, rh = rh > 1 ? rh : 1;
+  double bh = rh / (double)j->oh, bw = rw / (double)j->ow;
+  int64_t gh = roi_grid(j, rh, j->oh), gw = roi_grid(j, rw, j->ow), count = gh * gw > 1 ? gh * gw : 1;
+  for (int64_t b = 0; b < j->oh * j->ow; b++)
+    for (int64_t s = 0; s < (j->max ? j->S : gh * gw); s++) {
+      int64_t t = s < gh * gw ? s : 0, iy = t / (gw ? gw : 1), ix = t % (gw ? gw : 1), pos[4];
+      double w[4];
+      if (!gh || !gw) continue;
+      roi_sample(j, sh + (double)(b / j->ow) * bh + ((double)iy + .5) * bh / (double)gh,
+                 sw + (double)(b % j->ow) * bw + ((double)ix + .5) * bw / (double)gw, pos, w);
+      for (int k = 0; k < 4; k++) {
+        if (j->max) m[pos[k] * j->cols + (b * j->S + s) * 4 + k] += w[k];
+        else m[pos[k] * j->cols + b] += w[k] / (double)count;
+      }
+    }
+}
+
+/* RoiAlign (opset 10 and 16): each region (x1, y1, x2, y2) of rois, read on the host with its
+ * batch index, is cut into output_height x output_width bins, each the average (or the max, as
+ * the ONNX reference computes it: of each corner's weighted value) of a grid of bilinear
+ * samples. The samples depend only on the rois, so they become a weight matrix per roi built on
+ * the host, and the result is one batched tg_matmul of X's rows with it. */
+static int op_roi_align(ox_node *n) {
+  tg_tensor *x = IN(0), *rois = IN(1), *bidx = IN(2);
+  if (!x || tg_ndim(x) != 4 || !rois || tg_ndim(rois) != 2 || tg_dim(rois, 1) != 4 || !bidx || tg_ndim(bidx) != 1 ||
+      tg_dim(bidx, 0) != tg_dim(rois, 0))
+    return ox_fail(n, TG_ERR_ARG, "needs X (N, C, H, W), rois (R, 4) and batch_indices (R)");
+  const char *mode = ox_attr_s(n, "mode", "avg");
+  const char *ctm = ox_attr_s(n, "coordinate_transformation_mode", n->opset >= 16 ? "half_pixel" : "output_half_pixel");
+  roi_job j = {tg_dim(x, 2), tg_dim(x, 3), ox_attr_i(n, "output_height", 1), ox_attr_i(n, "output_width", 1), 1, 0,
+               !strcmp(mode, "max"), !strcmp(ctm, "half_pixel"), ox_attr_f(n, "spatial_scale", 1.0),
+               ox_attr_i(n, "sampling_ratio", 0)};
+  int64_t R = tg_dim(rois, 0), N = tg_dim(x, 0), C = tg_dim(x, 1);
+  if ((!j.max && strcmp(mode, "avg")) || (!j.half_pixel && strcmp(ctm, "output_half_pixel")))
+    return ox_fail(n, TG_ERR_ARG, "mode '%s', coordinate_transformation_mode '%s'", mode, ctm);
+  if (R < 1 || R > 4096 || j.oh < 1 || j.ow < 1 || j.oh > 1024 || j.ow > 1024 || j.sr < 0 || j.sr > 64 || !(j.scale > 0))
+    return ox_fail(n, TG_ERR_ARG, "%lld rois (1 to 4096), output %lld x %lld, sampling_ratio %lld", (long long)R,
+                   (long long)j.oh, (long long)j.ow, (long long)j.sr);
+  double *box = malloc((size_t)R * 4 * sizeof *box), *m = NULL;
+  int64_t *bi = malloc((size_t)R * sizeof *bi);
+  int rc = box && bi ? 0 : tg_set_error(TG_ERR_NOMEM, "RoiAlign: out of memory");
+  if (!rc && (ox_host_doubles(rois, box, (int)R * 4) != R * 4 || ox_host_ints(bidx, bi, (int)R) != R)) rc = -1;
+  for (int64_t r = 0; !rc && r < R; r++) {
+    double rh = (box[r * 4 + 3] - box[r * 4 + 1]) * j.scale, rw = (box[r * 4 + 2] - box[r * 4]) * j.scale;
+    if (bi[r] < 0 || bi[r] >= N || !isfinite(rh) || !isfinite(rw) || fabs(rh) > 1e6 || fabs(rw) > 1e6)
+      rc = ox_fail(n, TG_ERR_ARG, "roi %lld: batch index %lld of %lld, or a box beyond 1e6", (long long)r, (long long)bi[r],
+                   (long long)N);
+    else if (roi_grid(&j, rh, j.oh) * roi_grid(&j, rw, j.ow) > j.S) j.S = roi_grid(&j, rh, j.oh) * roi_grid(&j, rw, j.ow);
+  }
+  j.cols = j.oh * j.ow * (j.max ? j.S * 4 : 1);
+  if (!rc && (j.S > 4096 || (double)R * (double)(j.H * j.W) * (double)j.cols > (double)ROI_MAX_ELEMS))
+    rc = ox_fail(n, TG_ERR_ARG, "the sampling weights would take more than %lld values", (long long)ROI_MAX_ELEMS);
+  if (!rc && !(m = calloc((size_t)(R * j.H * j.W * j.cols), sizeof *m))) rc = tg_set_error(TG_ERR_NOMEM, "RoiAlign: out of memory");
+  for (int64_t r = 0; !rc && r < R; r++) roi_weights(&j, box + r * 4, m + r * j.H * j.W * j.cols);
+  tg_tensor *y = NULL;
+  if (!rc) {
+    tg_tensor *wt = tg_cast(tg_from_data(m, TG_FLOAT64, (int64_t[]){R, j.H * j.W, j.cols}, 3), tg_get_dtype(x));
+    tg_tensor *xr = tg_reshape(tg_index_select(x, 0, tg_cast(bidx, TG_INT64)), (int64_t[]){R, C, j.H * j.W}, 3);
+    y = tg_matmul(xr, wt); /* (R, C, cols) */
+    if (j.max) y = tg_max(tg_reshape(y, (int64_t[]){R, C, j.oh * j.ow, j.S * 4}, 4), (int[]){-1}, 1, false);
+    y = tg_reshape(y, (int64_t[]){R, C, j.oh, j.ow}, 4);
+  }
+  free(box), free(bi), free(m);
+  return rc ? rc : ox_set(n, 0, y);
+}
+
 const ox_op ox_ops_grid[] = {
+    {"RoiAlign", 10, op_roi_align, "coordinate_transformation_mode,mode,output_height,output_width,sampling_ratio,spatial_scale"},
     {"GridSample", 16, op_grid_sample, "align_corners,mode,padding_mode"},
     {NULL, 0, NULL, NULL},
 };

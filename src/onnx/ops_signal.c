@@ -1,7 +1,7 @@
 /* ops_signal.c — ONNX DFT and STFT as matrix products: the transform along an axis is the
  * signal (real and imaginary parts) times cos and sin tables of k n / N built on the host, so
  * it is two or four tg_matmul calls, not a kernel of its own. STFT frames the signal with
- * tg_unfold and windows it first. */
+ * tg_unfold and windows it first. MelWeightMatrix is such a table too. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,7 +88,44 @@ static int op_stft(ox_node *n) {
   return ox_set(n, 0, dft_last(re, im, flen, onesided ? flen / 2 + 1 : flen, false));
 }
 
+/* MelWeightMatrix(num_mel_bins, dft_length, sample_rate, lower_edge_hertz, upper_edge_hertz):
+ * (dft_length / 2 + 1, num_mel_bins) triangular filters between mel-spaced spectrogram bins,
+ * computed on the host from its scalar inputs as the ONNX reference does (bins floored,
+ * num_mel_bins + 2 edges over the mel range divided in num_mel_bins + 2 steps). */
+static int op_mel_weight_matrix(ox_node *n) {
+  int64_t mels, dft;
+  double rate, lo, hi;
+  if (ox_host_ints(IN(0), &mels, 1) != 1 || ox_host_ints(IN(1), &dft, 1) != 1 || ox_host_doubles(IN(2), &rate, 1) != 1 ||
+      ox_host_doubles(IN(3), &lo, 1) != 1 || ox_host_doubles(IN(4), &hi, 1) != 1)
+    return ox_fail(n, TG_ERR_ARG, "needs five scalar inputs");
+  if (mels < 1 || mels > MAX_N || dft < 1 || dft > MAX_N || !(rate > 0) || !(lo >= 0) || !(hi >= lo))
+    return ox_fail(n, TG_ERR_ARG, "num_mel_bins %lld, dft_length %lld (1 to %d), sample_rate %g, edges %g to %g",
+                   (long long)mels, (long long)dft, MAX_N, rate, lo, hi);
+  int dt = ox_dtype((int)ox_attr_i(n, "output_datatype", 1), "MelWeightMatrix output_datatype");
+  if (dt < 0) return -1;
+  int64_t bins = dft / 2 + 1, *edge = malloc((size_t)(mels + 2) * sizeof *edge);
+  double *w = calloc((size_t)(bins * mels), sizeof *w);
+  int rc = edge && w ? 0 : tg_set_error(TG_ERR_NOMEM, "MelWeightMatrix: out of memory");
+  double mlo = 2595 * log10(1 + lo / 700), step = (2595 * log10(1 + hi / 700) - mlo) / (double)(mels + 2);
+  for (int64_t k = 0; !rc && k < mels + 2; k++) {
+    double hz = 700 * (pow(10, ((double)k * step + mlo) / 2595) - 1);
+    edge[k] = (int64_t)floor((double)(dft + 1) * hz / rate);
+    if (edge[k] < 0 || edge[k] >= bins)
+      rc = ox_fail(n, TG_ERR_ARG, "edge %lld falls on bin %lld of %lld", (long long)k, (long long)edge[k], (long long)bins);
+  }
+  for (int64_t i = 0; !rc && i < mels; i++) {
+    int64_t l = edge[i], c = edge[i + 1], h = edge[i + 2];
+    if (c == l) w[c * mels + i] = 1;
+    for (int64_t j = l; c > l && j <= c; j++) w[j * mels + i] = (double)(j - l) / (double)(c - l);
+    for (int64_t j = c; h > c && j < h; j++) w[j * mels + i] = (double)(h - j) / (double)(h - c);
+  }
+  tg_tensor *t = rc ? NULL : tg_cast(tg_from_data(w, TG_FLOAT64, (int64_t[]){bins, mels}, 2), (tg_dtype)dt);
+  free(edge), free(w);
+  return rc ? rc : ox_set(n, 0, t);
+}
+
 const ox_op ox_ops_signal[] = {
+    {"MelWeightMatrix", 17, op_mel_weight_matrix, "output_datatype"},
     {"DFT", 17, op_dft, "axis,inverse,onesided"},
     {"STFT", 17, op_stft, "onesided"},
     {NULL, 0, NULL, NULL},

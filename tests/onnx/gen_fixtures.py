@@ -92,6 +92,13 @@ def main():
     write("tensor_i64.pb", t)
     write("tensor_truncated.pb", t[:-5])
     sequences()
+    # Det over a batch of square matrices; RoiAlign (avg, 2x2 bins, 2x2 samples) on a 4x4 image
+    write("det.onnx", model([helper.make_node("Det", ["X"], ["D"])], [vi("X", ["b", "m", "m"])],
+                            [vi("D", ["b"])]).SerializeToString())
+    write("roi_align.onnx", model([helper.make_node("RoiAlign", ["X", "rois", "idx"], ["Y"], output_height=2,
+                                                    output_width=2, sampling_ratio=2)],
+                                  [vi("X", [1, 1, 4, 4]), vi("rois", ["r", 4]), vi("idx", ["r"], TensorProto.INT64)],
+                                  [vi("Y", ["r", 1, 2, 2])]).SerializeToString())
     for name in sorted(os.listdir(FIX)):
         if name.endswith(".onnx") or name.endswith(".pb"):
             shutil.copy(os.path.join(FIX, name), os.path.join(CORPUS, name.rsplit(".", 1)[0]))
