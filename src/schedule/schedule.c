@@ -61,6 +61,16 @@ enum {
   COST_SEARCH = 256,   /* nodes a cost estimate looks at */
 };
 
+/* What an ALU op costs in the recompute estimate: one, a transcendental several on host
+ * devices (exp2, log2 and sin are polynomials of ~20 vector ops there, transcendental.c; an
+ * attention's softmax exp, under the product with V's EXPAND, was recomputed for every block
+ * of output columns); work-item devices have native ones: one. */
+static const uint8_t host_alu_costs[OP_COUNT] = {[OP_EXP2] = 4, [OP_LOG2] = 4, [OP_SIN] = 4};
+
+static int alu_cost(const sched *s, const uop *u) {
+  return s->dev->caps.max_local_size <= 1 && host_alu_costs[u->op] ? host_alu_costs[u->op] : 1;
+}
+
 typedef struct cost_walk {
   sched *s;
   ptrmap seen;
@@ -80,7 +90,7 @@ static void cost_visit(cost_walk *c, uop *u, bool fusable) {
   if (ptrmap_has(&c->seen, key)) return;
   ptrmap_put(&c->seen, key, u);
   if (u->op == OP_REDUCE_AXIS) { c->reduce |= fusable; return; }
-  c->alu += uop_is_alu(u);
+  c->alu += uop_is_alu(u) ? alu_cost(c->s, u) : 0;
   if (u->op == OP_PAD || (u->op == OP_EXPAND && expands(u))) fusable = false;
   for (int i = 0; i < u->nsrc; i++)
     cost_visit(c, u->src[i], fusable && (uintptr_t)ptrmap_get(&c->s->users, u->src[i]) == 1);
