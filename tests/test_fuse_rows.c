@@ -250,3 +250,34 @@ TEST(fuse_rows_random_actions_match) {
       program_set_opt_hook(NULL, NULL);
     }
 }
+
+/* Softmax over x[:, :n] with n a variable (docs/symbolic.md): the max's and the sum's loops end
+ * at n, both computed from one variable end before them (the C device once defined it twice
+ * in one block: a compile error), one kernel for every n, values against the naive loops. */
+TEST(fuse_rows_variable_row_length) {
+  enum { R = 5, C = 24 };
+  static const int64_t ns[] = {7, 1, 24, 16};
+  float *d = inputs(R * C, 2), got[R * C];
+  double want[C];
+  tg_scope *outer = tg_scope_begin();
+  tg_symvar *v = tg_variable("fuse_rows_n", 1, C);
+  tg_tensor *x = tg_from_data(d, TG_FLOAT32, (int64_t[]){R, C}, 2);
+  CHECK(v && x && tg_realize(x) == 0);
+  for (size_t k = 0; k < sizeof ns / sizeof *ns; k++) {
+    int64_t n = ns[k];
+    CHECK(tg_var_bind(v, n) == 0);
+    tg_scope *s = tg_scope_begin();
+    tg_tensor *y = tg_softmax(tg_shrink(x, (int64_t[]){0, 0}, (int64_t[]){R, tg_var_dim(v, 0)}), -1);
+    CHECK(y && tg_schedule_kernels(&y, 1) == (fuses_here() ? 1 : unfused_softmax_kernels()));
+    CHECK(y && tg_to_host(y, got, sizeof(float) * (size_t)(R * n)) == 0);
+    int bad = 0;
+    for (int i = 0; i < R; i++) {
+      ref_row(SOFTMAX, d + i * C, want, n);
+      for (int j = 0; j < n; j++) bad += !harness_close(got[i * n + j], want[j], 2e-6, 2e-5);
+    }
+    CHECK(bad == 0);
+    tg_scope_end(s);
+  }
+  tg_scope_end(outer);
+  free(d);
+}

@@ -144,7 +144,13 @@ static void emit_reduce(lin_ctx *c, uop *u) {
   int64_t saved_trips = c->trips;
   int saved_scope = c->scope;
   bool loops = false;
-  for (int i = nb; i < u->nsrc; i++) loops |= u->src[i]->op == OP_RANGE;
+  for (int i = nb; i < u->nsrc; i++) {
+    uop *r = u->src[i];
+    loops |= r->op == OP_RANGE;
+    /* a variable end (docs/symbolic.md): computed before its loop, in the enclosing scope (a
+     * second loop over the same range, a row's sum after its max, reuses it) */
+    if (r->op == OP_RANGE && r->src[0]->op != OP_CONST) hoist(c, r->src[0]);
+  }
   if (loops) { /* a new scope for what the loops compute */
     c->scope = (int)c->alive.n;
     if (VEC_PUSH(c->alive, true) < 0) c->err = TG_ERR_NOMEM;
@@ -152,7 +158,7 @@ static void emit_reduce(lin_ctx *c, uop *u) {
   for (int i = nb; i < u->nsrc; i++) {
     uop *r = u->src[i];
     if (r->op != OP_RANGE) continue; /* a size-1 range folded to 0 */
-    if (r->src[0]->op != OP_CONST) hoist(c, r->src[0]); /* a variable end (docs/symbolic.md): computed before its loop */
+    if (r->src[0]->op != OP_CONST) hoist(c, r->src[0]); /* an end that needs an outer loop of u's */
     push(c, L_LOOP, r);
     c->open |= deps_of(c, r);
     c->trips *= trip_count(r);
