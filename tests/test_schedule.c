@@ -848,3 +848,24 @@ TEST(sched_shared_chain_stored_once) {
   }
   tg_scope_end(s);
 }
+
+/* A chain over 150 realized tensors (and 150 user values) fuses into kernels of at most 48
+ * stored inputs each (schedule.c, "inputs per kernel"): once a kernel of 151 arguments that no
+ * renderer declared ("d66 undeclared"; an ONNX Det of 32 x 32 and up). */
+TEST(sched_kernel_inputs_are_capped) {
+  enum { N = 150, E = 16 };
+  tg_tensor *t[N], *acc = NULL;
+  for (int i = 0; i < N; i++) {
+    t[i] = tg_full((int64_t[]){E}, 1, (double)i, TG_FLOAT32);
+    CHECK(tg_realize(t[i]) == 0);
+    tg_tensor *term = tg_mul_s(t[i], 1.0 + i % 3); /* a value per step */
+    acc = acc ? tg_add(acc, term) : term;
+  }
+  int planned = tg_schedule_kernels(&acc, 1);
+  CHECK(planned == 4); /* 150 inputs (and a value block) in pieces of at most 48 */
+  float got[E];
+  CHECK(tg_to_host(acc, got, sizeof got) == 0);
+  double want = 0;
+  for (int i = 0; i < N; i++) want += (double)i * (1.0 + i % 3);
+  for (int e = 0; e < E; e++) CHECK_CLOSE(got[e], want, 1e-6 * want);
+}

@@ -158,9 +158,23 @@ static bool inner_dims(const uop *u, int64_t mask) {
   return mask > 0;
 }
 
-/* An EXPAND of a per-row value back along the row's dims (the last ones), reached from a loop
- * context in order: what it repeats is computed once per row. */
-static bool row_expand(const uop *u) { return u->op == OP_EXPAND && inner_dims(u, differing_dims(u->src[0], u)); }
+/* Is a reduction under u, through ALU ops only (within the search budget)? */
+static bool reduces_below(sched *s, uop *u, int *steps) {
+  if (u->op == OP_REDUCE_AXIS) return !is_root(s, u);
+  if (!uop_is_alu(u) || ++*steps > COST_SEARCH) return false;
+  for (int i = 0; i < u->nsrc; i++)
+    if (reduces_below(s, u->src[i], steps)) return true;
+  return false;
+}
+
+/* An EXPAND of a per-row value computed from a reduction back along the row's dims (the last
+ * ones), reached from a loop context in order: what it repeats is computed once per row (the
+ * linearizer emits reductions, and what is computed from them, before the row's loops). A
+ * broadcast of anything else stays an expansion (rule 3 weighs recomputing it). */
+static bool row_expand(sched *s, uop *u) {
+  int steps = 0;
+  return u->op == OP_EXPAND && inner_dims(u, differing_dims(u->src[0], u)) && reduces_below(s, u->src[0], &steps);
+}
 
 /* ALU ops a pass over the row computes per element to get R: those of the row's shape under
  * R's source up to stored values, the bodies of reductions nested in it included (each is a
@@ -229,15 +243,77 @@ static void walk(sched *s, uop *u, bool clean, bool expanded, bool inorder, cons
   }
   bool alu = uop_is_alu(u);
   const uop *below = alu ? row : NULL;
-  if (inorder && row_expand(u) && !expanded) below = u, clean = false; /* once per row: not "expanded" */
+  if (inorder && !expanded && row_expand(s, u)) below = u, clean = false; /* once per row: not "expanded" */
   else if (u->op == OP_EXPAND && expands(u)) clean = false, expanded = true;
   if (u->op == OP_PAD) clean = false;
   bool keeps_order = alu || (u == root && u->op == OP_CONTIGUOUS);
   for (int i = 0; i < u->nsrc; i++) walk(s, u->src[i], clean, expanded, inorder && keeps_order, below, root);
 }
 
-/* Grow the root set until every reduce is either fused cleanly or a root itself, and no
- * costly elementwise node is recomputed. */
+/* ---- inputs per kernel
+ * A kernel's arguments are its buffers: the output, each stored input, a block per dtype of
+ * user values, a buffer per variable and a GROUP scratch; the engine launches at most 64
+ * (run.c; the renderers' tables hold 66). A kernel that would read more stored inputs than
+ * MAX_KERNEL_INPUTS (a long chain over many realized tensors: a determinant's product of
+ * pivots) gets one of its fused nodes stored first: the one reading the most inputs that still
+ * fit, so the rest of the chain reads it as one. */
+enum { MAX_KERNEL_INPUTS = 48 };
+
+/* Distinct stored inputs (buffers, other roots) and value dtypes below u in root's kernel. */
+static int count_inputs(sched *s, uop *u, uop *root, ptrmap *seen, uint32_t *value_dtypes) {
+  if (ptrmap_has(seen, u)) return 0;
+  ptrmap_put(seen, u, u);
+  if (u != root && (u->op == OP_BUFFER || is_root(s, u))) return 1;
+  if (u->op == OP_VALUE) {
+    int fresh = !(*value_dtypes >> u->dtype & 1);
+    *value_dtypes |= 1u << u->dtype;
+    return fresh;
+  }
+  int n = 0;
+  for (int i = 0; i < u->nsrc; i++) n += count_inputs(s, u->src[i], root, seen, value_dtypes);
+  return n;
+}
+
+static int inputs_below(sched *s, uop *u, uop *root) {
+  ptrmap seen = {0};
+  uint32_t dts = 0;
+  int n = count_inputs(s, u, root, &seen, &dts);
+  ptrmap_free(&seen);
+  return n;
+}
+
+/* The nodes root's kernel computes (below it, down to stored inputs), into nodes. */
+typedef VEC(uop *) uop_list;
+static void kernel_nodes(sched *s, uop *u, uop *root, ptrmap *seen, uop_list *nodes) {
+  if (ptrmap_has(seen, u) || (u != root && (u->op == OP_BUFFER || is_root(s, u)))) return;
+  ptrmap_put(seen, u, u);
+  VEC_PUSH(*nodes, u);
+  for (int i = 0; i < u->nsrc; i++) kernel_nodes(s, u->src[i], root, seen, nodes);
+}
+
+/* The node of root's kernel to store so that it reads fewer inputs: an ALU op or reduction
+ * reading the most inputs within the limit (else the fewest above it), or NULL. */
+static uop *split_point(sched *s, uop *root, int total) {
+  ptrmap seen = {0};
+  uop_list nodes = {0};
+  kernel_nodes(s, root, root, &seen, &nodes);
+  ptrmap_free(&seen);
+  uop *best = NULL;
+  int best_n = 0;
+  for (size_t i = 0; i < nodes.n; i++) {
+    uop *u = nodes.v[i];
+    if (u == root || (!uop_is_alu(u) && u->op != OP_REDUCE_AXIS)) continue;
+    int k = inputs_below(s, u, root);
+    if (k < 2 || k >= total) continue;
+    bool fits = k <= MAX_KERNEL_INPUTS, best_fits = best_n && best_n <= MAX_KERNEL_INPUTS;
+    if (!best || (fits && (!best_fits || k > best_n)) || (!fits && !best_fits && k < best_n)) best = u, best_n = k;
+  }
+  VEC_FREE(nodes);
+  return best;
+}
+
+/* Grow the root set until every reduce is either fused cleanly or a root itself, no costly
+ * elementwise node is recomputed, and no kernel reads more than MAX_KERNEL_INPUTS inputs. */
 static void choose_roots(sched *s) {
   do {
     s->changed = false;
@@ -245,7 +321,11 @@ static void choose_roots(sched *s) {
     ptrmap_free(&s->reached);
     for (size_t i = 0; i < s->root_list.n; i++) {
       ptrmap_free(&s->visited);
-      walk(s, s->root_list.v[i], true, false, true, NULL, s->root_list.v[i]);
+      uop *root = s->root_list.v[i];
+      walk(s, root, true, false, true, NULL, root);
+      int total = s->changed ? 0 : inputs_below(s, root, root);
+      uop *cut = total > MAX_KERNEL_INPUTS ? split_point(s, root, total) : NULL;
+      if (cut) add_root(s, cut), forget_reached(s, cut);
     }
   } while (s->changed);
   ptrmap_free(&s->visited);
