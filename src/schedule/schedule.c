@@ -158,9 +158,23 @@ static bool inner_dims(const uop *u, int64_t mask) {
   return mask > 0;
 }
 
-/* An EXPAND of a per-row value back along the row's dims (the last ones), reached from a loop
- * context in order: what it repeats is computed once per row. */
-static bool row_expand(const uop *u) { return u->op == OP_EXPAND && inner_dims(u, differing_dims(u->src[0], u)); }
+/* Is a reduction under u, through ALU ops only (within the search budget)? */
+static bool reduces_below(sched *s, uop *u, int *steps) {
+  if (u->op == OP_REDUCE_AXIS) return !is_root(s, u);
+  if (!uop_is_alu(u) || ++*steps > COST_SEARCH) return false;
+  for (int i = 0; i < u->nsrc; i++)
+    if (reduces_below(s, u->src[i], steps)) return true;
+  return false;
+}
+
+/* An EXPAND of a per-row value computed from a reduction back along the row's dims (the last
+ * ones), reached from a loop context in order: what it repeats is computed once per row (the
+ * linearizer emits reductions, and what is computed from them, before the row's loops). A
+ * broadcast of anything else stays an expansion (rule 3 weighs recomputing it). */
+static bool row_expand(sched *s, uop *u) {
+  int steps = 0;
+  return u->op == OP_EXPAND && inner_dims(u, differing_dims(u->src[0], u)) && reduces_below(s, u->src[0], &steps);
+}
 
 /* ALU ops a pass over the row computes per element to get R: those of the row's shape under
  * R's source up to stored values, the bodies of reductions nested in it included (each is a
@@ -229,7 +243,7 @@ static void walk(sched *s, uop *u, bool clean, bool expanded, bool inorder, cons
   }
   bool alu = uop_is_alu(u);
   const uop *below = alu ? row : NULL;
-  if (inorder && row_expand(u) && !expanded) below = u, clean = false; /* once per row: not "expanded" */
+  if (inorder && !expanded && row_expand(s, u)) below = u, clean = false; /* once per row: not "expanded" */
   else if (u->op == OP_EXPAND && expands(u)) clean = false, expanded = true;
   if (u->op == OP_PAD) clean = false;
   bool keeps_order = alu || (u == root && u->op == OP_CONTIGUOUS);
