@@ -68,9 +68,10 @@ static int run_rows(int kind, const int64_t *shape, int nd, int naxes) {
   int ran = (int)tg_get_stats().kernels_run;
   CHECK(planned == ran);
   int bad = 0;
+  double rtol = 2e-5 + 1e-9 * (double)c; /* float32 sums over long rows: a work-item adds one by one */
   for (int64_t r = 0; r < n / c; r++) ref_row(kind, d + r * c, want + r * c, c);
   for (int64_t i = 0; i < n && y; i++)
-    if (!harness_close(got[i], want[i], 2e-6, 2e-5) && bad++ < 3)
+    if (!harness_close(got[i], want[i], 2e-6, rtol) && bad++ < 3)
       printf("  %s: element %lld: %.8g, want %.8g\n", kind_names[kind], (long long)i, got[i], want[i]);
   CHECK(bad == 0);
   tg_scope_end(s);
