@@ -62,7 +62,8 @@ TEST(jit_replays_match_plain_calls) {
 
 /* ---- the demo network (examples/mnist.c's, bench/nets.h), batch 8, Adam */
 
-/* The losses of steps training the demo net from seed 0 on seeded random batches. */
+/* The losses of steps training the demo net from seed 0 on four seeded random batches in turn
+ * (new input tensors every step; the net can learn 32 examples: the loss must fall). */
 static int train(bool jit, int steps, float *losses) {
   net_run r;
   if (net_run_init(&r, true, 8) < 0) return -1;
@@ -70,7 +71,7 @@ static int train(bool jit, int steps, float *losses) {
   int rc = 0;
   for (int step = 0; step < steps && rc == 0; step++) {
     tg_scope *s = tg_scope_begin();
-    tg_manual_seed(1000 + (uint64_t)step);
+    tg_manual_seed(1000 + (uint64_t)(step % 4));
     tg_tensor *in[2] = {tg_rand((int64_t[]){8, 1, 28, 28}, 4, TG_FLOAT32), tg_randint((int64_t[]){8}, 1, 0, 10, TG_INT32)}, *loss;
     rc = jit ? tg_jit_call(j, in, 2, &loss, 1) : net_run_step(&r, in, 2, &loss, 1);
     if (rc == 0) rc = tg_to_host(loss, &losses[step], sizeof(float));
@@ -82,7 +83,9 @@ static int train(bool jit, int steps, float *losses) {
   return rc;
 }
 
-/* 50 steps: the JIT's losses equal the plain run's, bit for bit, and the loss goes down. */
+/* 50 steps: the JIT's losses equal the plain run's, bit for bit, and the loss falls tenfold
+ * (2.56 -> 0.0023 on CPU and CL; with a new random batch every step, random labels, it only
+ * wandered around 2.5, and whether step 49 ended below step 0 was chance: it failed on CL). */
 TEST(jit_demo_training_same_losses) {
   enum { STEPS = 50 };
   float plain[STEPS], jitted[STEPS];
@@ -92,7 +95,7 @@ TEST(jit_demo_training_same_losses) {
   for (int i = 0; i < STEPS; i++) differ += plain[i] != jitted[i];
   CHECK(differ == 0);
   if (differ) printf("  step 49: plain %.9g, jit %.9g\n", plain[STEPS - 1], jitted[STEPS - 1]);
-  CHECK(isfinite(jitted[STEPS - 1]) && jitted[STEPS - 1] < jitted[0]);
+  CHECK(isfinite(jitted[STEPS - 1]) && jitted[STEPS - 1] < 0.1f * jitted[0]);
 }
 
 /* ---- wrong use */

@@ -854,6 +854,7 @@ TEST(sched_shared_chain_stored_once) {
  * renderer declared ("d66 undeclared"; an ONNX Det of 32 x 32 and up). */
 TEST(sched_kernel_inputs_are_capped) {
   enum { N = 150, E = 16 };
+  tg_scope *s = tg_scope_begin();
   tg_tensor *t[N], *acc = NULL;
   for (int i = 0; i < N; i++) {
     t[i] = tg_full((int64_t[]){E}, 1, (double)i, TG_FLOAT32);
@@ -868,4 +869,5 @@ TEST(sched_kernel_inputs_are_capped) {
   double want = 0;
   for (int i = 0; i < N; i++) want += (double)i * (1.0 + i % 3);
   for (int e = 0; e < E; e++) CHECK_CLOSE(got[e], want, 1e-6 * want);
+  tg_scope_end(s);
 }
