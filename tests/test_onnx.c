@@ -338,3 +338,21 @@ TEST(onnx_roi_align_constant_image_and_bad_boxes) {
   tg_scope_end(s);
   tg_onnx_free(m);
 }
+
+/* SplitToSequence into one item per element, past the 256 parts it once allowed; counted and
+ * stacked back (split_to_sequence.onnx). */
+TEST(onnx_split_to_sequence_many_parts) {
+  tg_onnx_model *m = tg_onnx_load(FIX "split_to_sequence.onnx");
+  CHECK(m != NULL);
+  if (!m) return;
+  enum { N = 300 };
+  float x[N], y[N];
+  for (int i = 0; i < N; i++) x[i] = (float)(i * 7 % 13) - 6.0f;
+  tg_scope *s = tg_scope_begin();
+  tg_tensor *in = tg_from_data(x, TG_FLOAT32, (int64_t[]){N}, 1), *out[2];
+  int64_t len = 0;
+  CHECK(tg_onnx_run(m, &in, 1, out, 2) == 0 && tg_to_host(out[0], &len, sizeof len) == 0 && len == N);
+  CHECK(tg_to_host(out[1], y, sizeof y) == 0 && !memcmp(x, y, sizeof x));
+  tg_scope_end(s);
+  tg_onnx_free(m);
+}

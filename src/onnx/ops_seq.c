@@ -94,34 +94,29 @@ static int op_sequence_erase(ox_node *n) {
 }
 
 /* SplitToSequence(x, split?): split a scalar (chunks of that size, the last shorter) or a list
- * of sizes; without it, slices of one (squeezed unless keepdims). */
+ * of sizes; without it, slices of one (squeezed unless keepdims). At most MAX_PARTS parts. */
+enum { MAX_PARTS = 1 << 16 };
+
 static int op_split_to_sequence(ox_node *n) {
-  tg_tensor *x = IN(0);
+  tg_tensor *x = IN(0), *sp = IN(1);
   int axis = x ? ox_axis(n, ox_attr_i(n, "axis", 0), tg_ndim(x)) : -1;
   if (axis < 0) return -1;
-  int64_t len = tg_dim(x, axis), sizes[OX_MAX_IO * 4];
-  int ns = 0, nsplit = 0;
-  if (IN(1)) {
-    nsplit = ox_host_ints(IN(1), sizes, OX_MAX_IO * 4);
-    if (nsplit < 0) return ox_fail(n, TG_ERR_ARG, "split has more than %d sizes", OX_MAX_IO * 4);
+  int64_t len = tg_dim(x, axis), c = 1, ns = sp && tg_ndim(sp) ? tg_numel(sp) : len;
+  if (sp && tg_ndim(sp) == 0) {
+    if (ox_host_ints(sp, &c, 1) != 1 || c < 1) return ox_fail(n, TG_ERR_ARG, "split must be a positive integer");
+    ns = (len + c - 1) / c;
   }
-  bool scalar = IN(1) && tg_ndim(IN(1)) == 0, squeeze = !IN(1) && !ox_attr_i(n, "keepdims", 1);
-  if (scalar) {
-    int64_t c = sizes[0];
-    if (c < 1) return ox_fail(n, TG_ERR_ARG, "split %lld must be positive", (long long)c);
-    for (int64_t at = 0; at < len && ns < OX_MAX_IO * 4; at += c) sizes[ns++] = len - at < c ? len - at : c;
-    if (ns * c < len) return ox_fail(n, TG_ERR_ARG, "more than %d parts", OX_MAX_IO * 4);
-  } else if (IN(1)) {
-    ns = nsplit;
-  } else {
-    if (len > OX_MAX_IO * 4) return ox_fail(n, TG_ERR_ARG, "more than %d parts", OX_MAX_IO * 4);
-    for (ns = 0; ns < len; ns++) sizes[ns] = 1;
-  }
-  tg_onnx_value *v = ox_new_value(n, TG_ONNX_SEQUENCE, ns);
-  if (!v || tg_split(x, sizes, ns, axis, v->items)) return -1;
-  for (int i = 0; squeeze && i < ns; i++)
-    if (!(v->items[i] = tg_squeeze(v->items[i], axis))) return -1;
-  return set_seq(n, 0, v);
+  if (ns > MAX_PARTS) return ox_fail(n, TG_ERR_ARG, "%lld parts (at most %d)", (long long)ns, MAX_PARTS);
+  int64_t *sizes = malloc((size_t)(ns + 1) * sizeof *sizes);
+  tg_onnx_value *v = sizes ? ox_new_value(n, TG_ONNX_SEQUENCE, (int)ns) : NULL;
+  int rc = v ? 0 : sizes ? -1 : tg_set_error(TG_ERR_NOMEM, "out of memory");
+  if (!rc && sp && tg_ndim(sp)) rc = ox_host_ints(sp, sizes, (int)ns) == ns ? 0 : -1;
+  else for (int64_t i = 0; !rc && i < ns; i++) sizes[i] = len - i * c < c ? len - i * c : c;
+  if (!rc && ns && tg_split(x, sizes, (int)ns, axis, v->items)) rc = -1; /* an empty axis: an empty sequence */
+  for (int i = 0; !rc && !sp && !ox_attr_i(n, "keepdims", 1) && i < ns; i++)
+    if (!(v->items[i] = tg_squeeze(v->items[i], axis))) rc = -1;
+  free(sizes);
+  return rc ? rc : set_seq(n, 0, v);
 }
 
 /* ConcatFromSequence(seq): concatenated along axis, or stacked on a new one (new_axis). */

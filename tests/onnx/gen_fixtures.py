@@ -127,6 +127,14 @@ def sequences():
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
     m.ir_version = 8
     write("sequence.onnx", m.SerializeToString())
+    # X split into one sequence item per element, counted and stacked back
+    g = helper.make_graph([helper.make_node("SplitToSequence", ["X"], ["S"], keepdims=0),
+                           helper.make_node("SequenceLength", ["S"], ["L"]),
+                           helper.make_node("ConcatFromSequence", ["S"], ["Y"], axis=0, new_axis=1)],
+                          "g", [vi("X", ["n"])], [vi("L", [], TensorProto.INT64), vi("Y", ["n"])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    m.ir_version = 8
+    write("split_to_sequence.onnx", m.SerializeToString())
     items = [np.arange(6, dtype=np.float32).reshape(2, 3), np.array([[7, 8, 9]], np.float32)]
     seq = numpy_helper.from_list(items, "S").SerializeToString()
     write("sequence_2.pb", seq)
