@@ -661,6 +661,28 @@ TEST(sym_divmod_common_factor) {
   });
 }
 
+/* A part below the common factor of the rest never carries: (8x + l) // 16 → x // 2 for l < 8
+ * (a tile of 8 lanes reading a panel of 16 columns: the lanes stay a contiguous load). */
+TEST(sym_divmod_small_part) {
+  POOL_SCOPE({
+    uop *x = var(0, 12), *l = var(1, 8), *w = var(2, 9), *y = var(3, 3);
+    uop *s = simplify_checked(idiv(add(mul(x, k64(8)), l), k64(16)));
+    CHECK(count_op(s, OP_IDIV) == 1 && !contains(s, l) && contains(s, x));
+    s = simplify_checked(mod(add(mul(x, k64(8)), l), k64(16))); /* (x % 2) * 8 + l */
+    CHECK(count_op(s, OP_MOD) == 1 && s->op == OP_ADD);
+    /* with a constant and two large terms: (24y + 8x + 3 + l/2-ish) */
+    uop *num = add(add(add(mul(y, k64(24)), mul(x, k64(8))), k64(3)), idiv(l, k64(2)));
+    s = simplify_checked(idiv(num, k64(16)));
+    CHECK(count_op(s, OP_IDIV) == 1);
+    simplify_checked(mod(num, k64(16)));
+    /* a part that reaches the factor (w <= 8) may carry: kept whole, values still checked */
+    s = simplify_checked(idiv(add(mul(x, k64(8)), w), k64(16)));
+    CHECK(contains(s, w));
+    simplify_checked(mod(add(mul(x, k64(8)), w), k64(16)));
+    simplify_checked(idiv(add(mul(x, k64(8)), sub(l, k64(1))), k64(16))); /* can be negative */
+  });
+}
+
 TEST(sym_divmod_by_range) {
   POOL_SCOPE({
     uop *x = var(0, 8);

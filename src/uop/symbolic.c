@@ -414,6 +414,30 @@ static int64_t gcd64(int64_t a, int64_t b) {
   return x > INT64_MAX ? 1 : (int64_t)x; /* gcd 2^63 only with INT64_MIN terms: do not factor */
 }
 
+/* (B + S) // d and % d where B's coefficients and constant share a factor g with d and
+ * 0 <= S < g: adding S never crosses a multiple of g, hence none of d, so
+ * (B + S) // d = (B/g) // (d/g) and (B + S) % d = ((B/g) % (d/g)) * g + S. A register tile
+ * narrower than the panel it reads makes these: (8a + lane) // 16 = a // 2 for a lane < 8. */
+static uop *divmod_small_part(const term *r, int nr, int64_t k, int64_t d, bool is_mod) {
+  for (int i = 0; i < nr; i++) {
+    int64_t g = gcd64(d, r[i].coef);
+    if (g <= 1 || k < 0) continue;
+    term big[32], small[32];
+    int nb = 0, ns = 0;
+    for (int j = 0; j < nr; j++) {
+      if (r[j].coef % g == 0) big[nb++] = r[j];
+      else small[ns++] = r[j];
+    }
+    uop *s = ns || k % g ? build_sum(small, ns, k % g, 1) : NULL;
+    if (!s || uop_vmin(s) < 0 || uop_vmax(s) >= g) continue;
+    uop *b = build_sum(big, nb, k - k % g, g);
+    if (uop_vmin(b) < 0) continue;
+    if (!is_mod) return uop_alu(OP_IDIV, b, uop_idx(d / g));
+    return uop_add(uop_mul(uop_alu(OP_MOD, b, uop_idx(d / g)), uop_idx(g)), s);
+  }
+  return NULL;
+}
+
 /* x // d and x % d for x >= 0, d > 0: split off the multiples of d in the coefficients, e.g.
  * (29a + b) % 28 = (a + b) % 28 (sliding-window views of convolutions make these). */
 static uop *divmod_fold(uop *x, int64_t d, bool is_mod) {
@@ -444,7 +468,7 @@ static uop *divmod_fold(uop *x, int64_t d, bool is_mod) {
     if (is_mod) return uop_mul(uop_alu(OP_MOD, y, uop_idx(d / g)), uop_idx(g));
     return uop_alu(OP_IDIV, y, uop_idx(d / g));
   }
-  return NULL;
+  return divmod_small_part(r, nr, k, d, is_mod);
 }
 
 static uop *idiv_fold(void *c, uop *u, uop **cap) { (void)c; (void)u; return divmod_fold(CAP(x), CI(d), false); }
