@@ -820,3 +820,41 @@ TEST(opt_upcast_group_combines_share_barriers) {
   free(got), free(ref);
   free_inputs(in, c->nin);
 }
+
+/* Loop-invariant work between a REDUCE's loops (linearize.c, hoist_between_loops): a blocked
+ * matrix-vector product out[i] = sum over b, k of q[(i * 6 + b) * 32 + k] * s[i * 6 + b] *
+ * x[b * 32 + k], the reduction over (blocks b, values k) as the split rule makes it for GGUF
+ * weights. The block's scale s (and its decode, here 2 * s) depends on b only: it is loaded
+ * once, after b's loop opens and before k's does, not once per value; the value loads stay
+ * inside k's loop. */
+TEST(opt_linearize_hoists_per_block_values) {
+  size_t mark = uop_pool_mark();
+  uop *i = lin_range(4, 0, RANGE_GLOBAL), *b = lin_range(6, 1, RANGE_REDUCE), *k = lin_range(32, 2, RANGE_REDUCE);
+  uop *blk = uop_add(uop_mul(i, uop_idx(6)), b);
+  uop *qv = uop_new(OP_LOAD, TG_FLOAT32, (uop *[]){lin_buf(1, 4 * 6 * 32), uop_add(uop_mul(blk, uop_idx(32)), k)}, 2, NULL, 0);
+  uop *sv = uop_new(OP_LOAD, TG_FLOAT32, (uop *[]){lin_buf(2, 4 * 6), blk}, 2, NULL, 0);
+  uop *xv = uop_new(OP_LOAD, TG_FLOAT32, (uop *[]){lin_buf(3, 6 * 32), uop_add(uop_mul(b, uop_idx(32)), k)}, 2, NULL, 0);
+  uop *scale = uop_alu(OP_MUL, sv, uop_const(TG_FLOAT32, 2.0));
+  uop *prod = uop_alu(OP_MUL, uop_alu(OP_MUL, qv, scale), xv);
+  uop *red = uop_new(OP_REDUCE, TG_FLOAT32, (uop *[]){prod, b, k}, 3, (int64_t[]){OP_ADD, 1}, 2);
+  uop *st = uop_new(OP_STORE, TG_FLOAT32, (uop *[]){lin_buf(0, 4), i, red}, 3, NULL, 0);
+  lin_program prog = {0};
+  kernel_info info = {0};
+  CHECK(linearize(uop_new(OP_SINK, TG_BOOL, &st, 1, NULL, 0), &prog, &info) == 0);
+  CHECK(program_spec_check(&prog) == 0);
+  int at_b = -1, at_k = -1, at_s = -1, at_scale = -1, at_q = -1, loads = 0;
+  for (int j = 0; j < prog.n; j++) {
+    uop *u = prog.ops[j].u;
+    if (prog.ops[j].kind == L_LOOP && u == b) at_b = j;
+    if (prog.ops[j].kind == L_LOOP && u == k) at_k = j;
+    if (prog.ops[j].kind != L_VALUE) continue;
+    if (u == sv) at_s = j;
+    if (u == scale) at_scale = j;
+    if (u == qv) at_q = j;
+    loads += u->op == OP_LOAD;
+  }
+  CHECK(at_b >= 0 && at_b < at_s && at_s < at_scale && at_scale < at_k && at_k < at_q);
+  CHECK(loads == 3); /* each load emitted once */
+  free(prog.ops);
+  uop_pool_release(mark);
+}

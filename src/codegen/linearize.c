@@ -3,7 +3,8 @@
  * Every node depends on a set of ranges (bitmask; a REDUCE closes its own). A node is emitted
  * as soon as all its ranges are open: output loops are opened first (the parallel one
  * outermost); a REDUCE first emits the parts of its bodies that do not depend on its ranges
- * (hoisting invariants), then opens its loops, emits the rest, and closes them. REDUCEs over
+ * (hoisting invariants), then opens its loops one by one, emitting after each what needs only
+ * the loops open so far (per-block work of a blocked reduction), and closes them. REDUCEs over
  * the same loops whose inputs are ready share one loop nest (the accumulators of a register
  * tile). Vector lanes are types (vcount), not loops. Local ranges (work-group devices) are
  * outer loops too, the innermost ones; a REDUCE over local ranges (a work-group combine) is
@@ -132,6 +133,18 @@ static int reduce_group(lin_ctx *c, uop *u, uop **group, int cap) {
 /* Iterations of a loop: its end, or for a variable end its largest value (flop counts). */
 static int64_t trip_count(uop *r) { return r->src[0]->op == OP_CONST ? uop_const_ivalue(r->src[0]) : uop_vmax(r->src[0]); }
 
+/* After a REDUCE's loop opens and before its next one does: what the group's bodies need from
+ * the loops open so far (a quantized block's scale, loaded and decoded per block, not per
+ * value of the block's inner loop). */
+static void hoist_between_loops(lin_ctx *c, uop **group, int ng, int next) {
+  uop *u = group[0];
+  bool inner = false;
+  for (int i = next; i < u->nsrc && !inner; i++) inner = u->src[i]->op == OP_RANGE;
+  if (!inner) return;
+  for (int g = 0; g < ng; g++)
+    for (int i = 0; i < reduce_nbody(group[g]); i++) hoist(c, group[g]->src[i]);
+}
+
 static void emit_reduce(lin_ctx *c, uop *u) {
   uop *group[64];
   int nb = reduce_nbody(u);
@@ -162,6 +175,7 @@ static void emit_reduce(lin_ctx *c, uop *u) {
     push(c, L_LOOP, r);
     c->open |= deps_of(c, r);
     c->trips *= trip_count(r);
+    hoist_between_loops(c, group, ng, i + 1);
   }
   for (int g = 0; g < ng; g++)
     for (int i = 0; i < reduce_nbody(group[g]); i++) emit(c, group[g]->src[i]);
