@@ -14,6 +14,7 @@
 
 #include "grad/gradient.h"
 #include "nn/windows.h"
+#include "nn/winograd.h"
 #include "tensor/shape.h"
 
 /* weight (G*Cin, Cout, *k) → (G*Cout, Cin, *k) with the kernel flipped: the convolution weight
@@ -95,6 +96,27 @@ static tg_tensor *conv_weight_view(tg_tensor *w, const conv_geom *g) {
 
 static tg_tensor *conv_graph(tg_tensor *x, tg_tensor *w, const conv_geom *g);
 
+/* The direct form: windows times weight, summed over (Cin, *k). */
+static tg_tensor *direct_conv(tg_tensor *x, tg_tensor *w, const conv_geom *g) {
+  int nsp = g->nsp, n = 4 + 2 * nsp, axes[TG_MAX_DIMS];
+  int64_t k[TG_MAX_DIMS] = {0}, out[TG_MAX_DIMS];
+  for (int j = 0; j < nsp; j++) k[j] = tg_dim(w, 2 + j);
+  tg_tensor *win = conv_windows(x, k, tg_dim(w, 0), g);
+  if (!win) return NULL;
+  tg_tensor *prod = tg_mul(win, conv_weight_view(w, g));
+  for (int j = 0; j <= nsp; j++) axes[j] = n - 1 - j;
+  out[0] = tg_dim(x, 0), out[1] = tg_dim(w, 0);
+  for (int j = 0; j < nsp; j++) out[2 + j] = tg_dim(win, 3 + j);
+  return tg_reshape(tg_sum(prod, axes, nsp + 1, false), out, 2 + nsp);
+}
+
+/* No crop among the paddings (the transposed convolutions' negative ones). */
+static bool pads_nonnegative(const conv_geom *g) {
+  for (int j = 0; j < g->nsp; j++)
+    if (g->pad_before[j] < 0 || g->pad_after[j] < 0) return false;
+  return true;
+}
+
 /* d conv / d x: the transposed convolution of gy (correlation of gy, dilated by the stride,
  * with the flipped, transposed weight), padded so that it lands on x's positions. */
 static tg_tensor *conv_input_grad(tg_tensor *gy, tg_tensor *w, const int64_t *xshape, const conv_geom *g) {
@@ -148,7 +170,7 @@ static tg_tensor *conv_graph(tg_tensor *x, tg_tensor *w, const conv_geom *g) {
   static _Atomic int registered = -1; /* any thread may register it first: the same id */
   int rule_id = atomic_load(&registered);
   if (rule_id < 0) atomic_store(&registered, rule_id = grad_register_custom(conv_grad_rule));
-  int nsp = g->nsp, n = 4 + 2 * nsp, axes[TG_MAX_DIMS];
+  int nsp = g->nsp;
   bool pads = false;
   for (int j = 0; j < nsp; j++) pads |= g->pad_before[j] > 0 || g->pad_after[j] > 0;
   conv_geom unpadded = *g;
@@ -162,23 +184,19 @@ static tg_tensor *conv_graph(tg_tensor *x, tg_tensor *w, const conv_geom *g) {
    * 0.6 ms conv), and the taps read the padded view with bounds masks instead; a computed
    * input is recomputed per tap (a bias and a clamp), not stored. */
   bool depthwise = tg_dim(w, 0) == g->groups && tg_dim(w, 1) == 1;
-  if (pads && !depthwise) {
+  tg_tensor *y = NULL;
+  if (wino_applies(x, w, nsp, g->groups, g->stride, g->dilation) && pads_nonnegative(g)) {
+    y = wino_conv2d(x, w, g->pad_before, g->pad_after); /* the same values, fewer multiplies (winograd.c) */
+  } else if (pads && !depthwise) {
     x = tg_contiguous(pad_or_crop(x, g->pad_before, g->pad_after, nsp, 0));
     for (int j = 0; j < nsp; j++) unpadded.pad_before[j] = unpadded.pad_after[j] = 0;
     g = &unpadded;
   } else if (!depthwise && x->u->op != OP_BUFFER) { /* the same for a computed input (relu of the layer before) */
     x = tg_contiguous(x);
   }
-  int64_t k[TG_MAX_DIMS] = {0}, out[TG_MAX_DIMS], arg[3 + 4 * NN_MAX_NSP];
-  for (int j = 0; j < nsp; j++) k[j] = tg_dim(w, 2 + j);
-  tg_tensor *win = conv_windows(x, k, tg_dim(w, 0), g);
-  if (!win) return NULL;
-  tg_tensor *prod = tg_mul(win, conv_weight_view(w, g));
-  for (int j = 0; j <= nsp; j++) axes[j] = n - 1 - j;
-  out[0] = tg_dim(x, 0), out[1] = tg_dim(w, 0);
-  for (int j = 0; j < nsp; j++) out[2 + j] = tg_dim(win, 3 + j);
-  tg_tensor *y = tg_reshape(tg_sum(prod, axes, nsp + 1, false), out, 2 + nsp);
+  if (!y) y = direct_conv(x, w, g);
   if (!y || rule_id < 0) return y;
+  int64_t arg[3 + 4 * NN_MAX_NSP];
   arg[0] = rule_id, arg[1] = nsp, arg[2] = g->groups;
   for (int j = 0; j < nsp; j++) {
     arg[3 + j] = g->stride[j], arg[3 + nsp + j] = g->pad_before[j];

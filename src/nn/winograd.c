@@ -1,0 +1,141 @@
+/* winograd.c — 3x3 stride-1 2-D convolutions by Winograd's minimal filtering F(m x m, 3x3)
+ * (Lavin & Gray 2015), as tensor ops like tinygrad's WINO=1: no kernel of its own.
+ *
+ *   the input cut into overlapping (m+2)^2 tiles, stride m     d: (N, C, TH, TW, a, a)
+ *   V = B^T d B  per tile and channel                           (a*a, C, N*TH*TW)
+ *   U = G g G^T  per output and input channel                   (a*a, K, C)
+ *   M = U @ V    one batched matmul over the a*a tile positions (a*a, K, N*TH*TW)
+ *   Y = A^T M A  per tile: m x m outputs, cropped to the image
+ *
+ * The matmul does K*C*a^2 multiply-adds per tile of m^2 outputs instead of K*C*9*m^2: 2.25x
+ * fewer for m = 2, 4x fewer for m = 4. The transforms are products with constant matrices
+ * whose entries are literals in the kernels (each output a short sum of scaled taps, zeros
+ * skipped), one axis at a time. The derivative stays the direct convolution's (conv.c's
+ * GRADFN wraps this graph): Winograd only changes how the forward values are computed. */
+#include <math.h>
+
+#include "nn/winograd.h"
+#include "runtime/helpers.h"
+
+/* One tile size: the three matrices, row-major. a = m + 2 (3x3 kernels only). */
+typedef struct wino_mats {
+  int m, a;
+  const double *bt; /* a x a: input tile transform */
+  const double *g;  /* a x 3: weight transform */
+  const double *at; /* m x a: output transform */
+} wino_mats;
+
+static const double bt2[] = {1, 0, -1, 0, 0, 1, 1, 0, 0, -1, 1, 0, 0, 1, 0, -1};
+static const double g2[] = {1, 0, 0, 0.5, 0.5, 0.5, 0.5, -0.5, 0.5, 0, 0, 1};
+static const double at2[] = {1, 1, 1, 0, 0, 1, -1, -1};
+
+static const double bt4[] = {4, 0, -5, 0,  1, 0, 0, -4, -4, 1,  1, 0, 0, 4, -4, -1, 1, 0,
+                             0, -2, -1, 2, 1, 0, 0, 2,  -1, -2, 1, 0, 0, 4, 0,  -5, 0, 1};
+static const double g4[] = {1.0 / 4,  0,        0,       -1.0 / 6, -1.0 / 6, -1.0 / 6, -1.0 / 6, 1.0 / 6, -1.0 / 6,
+                            1.0 / 24, 1.0 / 12, 1.0 / 6, 1.0 / 24, -1.0 / 12, 1.0 / 6, 0,        0,       1};
+static const double at4[] = {1, 1, 1, 1, 1, 0, 0, 1, -1, 2, -2, 0, 0, 1, 1, 4, 4, 0, 0, 1, -1, 8, -8, 1};
+
+static const wino_mats mats[] = {{2, 4, bt2, g2, at2}, {4, 6, bt4, g4, at4}};
+
+/* A constant matrix (rows x cols, from a table of doubles) as a float32 tensor. */
+static tg_tensor *const_matrix(const double *mat, int rows, int cols) {
+  float v[64];
+  for (int i = 0; i < rows * cols; i++) v[i] = (float)mat[i];
+  int64_t sh[2] = {rows, cols};
+  return tg_from_data(v, TG_FLOAT32, sh, 2);
+}
+
+/* out[.., r, ..] = sum_c mat[r][c] * t[.., c, ..] on `axis` of t (cols there, rows after): a
+ * broadcast product with the constant summed over c. The other axes keep their order, so a
+ * kernel reads and writes along the innermost one (the tiles), whatever axis it contracts. */
+static tg_tensor *contract(tg_tensor *t, int axis, const double *mat, int rows, int cols) {
+  int nd = tg_ndim(t);
+  int64_t ts[TG_MAX_DIMS + 1], es[TG_MAX_DIMS + 1], ms[TG_MAX_DIMS + 1];
+  for (int i = 0, j = 0; i <= nd; i++) {
+    bool at = i == axis, after = i == axis + 1;
+    ts[i] = at ? 1 : tg_dim(t, j), es[i] = at ? rows : tg_dim(t, j), ms[i] = at ? rows : after ? cols : 1;
+    if (!at) j++;
+  }
+  tg_tensor *e = tg_expand(tg_reshape(t, ts, nd + 1), es, nd + 1);
+  int red = axis + 1;
+  return tg_sum(tg_mul(e, tg_reshape(const_matrix(mat, rows, cols), ms, nd + 1)), &red, 1, false);
+}
+
+/* The tile size: WINO=2 or WINO=4 forces it (WINO=0: never Winograd, see wino_applies). */
+static const wino_mats *pick_mats(void) {
+  int e = tg_getenv_int("WINO", -1);
+  return e == 2 ? &mats[0] : &mats[1];
+}
+
+/* The rule (bench_onnx_conv, ResNet-18's 3x3 layers, one thread, docs/nn.md): F(4x4) wins
+ * where the batched matmul has enough columns, N*TH*TW tiles: at batch 1, 196 tiles (64
+ * channels at 56x56) 2.4 vs 3.5 ms direct, 49 (128 at 28x28) 1.8-2.1 vs 3.6, 16 (256 at 14x14)
+ * 3.2-3.5 vs 3.2, 4 (512 at 7x7) 10-22 vs 3.4-7.5 (there the weight transform, 36 x 512 x 512,
+ * outweighs the matmul's 4 columns); at batch 32 all four win, 1.2-2.3x. Narrow convs (the
+ * first layers of small nets) keep the direct form: their transforms cost as much as the
+ * matmul they shrink. */
+#define WINO_MIN_TILES 32
+#define WINO_MIN_CHANNELS 16
+
+bool wino_applies(tg_tensor *x, tg_tensor *w, int nsp, int64_t groups, const int64_t *stride,
+                  const int64_t *dilation) {
+  int e = tg_getenv_int("WINO", -1);
+  if (e == 0 || nsp != 2 || groups != 1) return false;
+  for (int j = 0; j < 2; j++)
+    if (stride[j] != 1 || dilation[j] != 1 || tg_dim(w, 2 + j) != 3) return false;
+  if (tg_get_dtype(x) != TG_FLOAT32 || tg_get_dtype(w) != TG_FLOAT32) return false;
+  if (e > 0) return true;
+  int64_t tiles = tg_dim(x, 0);
+  for (int j = 0; j < 2; j++) tiles *= (tg_dim(x, 2 + j) + 3) / 4; /* padding 1: the output is the input's size */
+  return tg_dim(w, 0) >= WINO_MIN_CHANNELS && tg_dim(w, 1) >= WINO_MIN_CHANNELS && tiles >= WINO_MIN_TILES;
+}
+
+/* U = G g G^T as (a*a, K, C). */
+static tg_tensor *weight_tiles(tg_tensor *w, const wino_mats *mt) {
+  int64_t flat[3] = {(int64_t)mt->a * mt->a, tg_dim(w, 0), tg_dim(w, 1)};
+  int perm[4] = {2, 3, 0, 1};
+  tg_tensor *u = tg_permute(w, perm, 4); /* (3, 3, K, C) */
+  u = contract(contract(u, 0, mt->g, mt->a, 3), 1, mt->g, mt->a, 3);
+  return tg_reshape(tg_contiguous(u), flat, 3);
+}
+
+/* V = B^T d B as (a*a, C, N*TH*TW), from x padded so that th x tw tiles of m cover it. First
+ * along the rows, on windows of whole padded rows, (C, a, N, TH, Wp): read and written along
+ * the rows. Then along the columns of each tile: (a, a, C, N, TH, TW), the matmul's layout. */
+static tg_tensor *input_tiles(tg_tensor *x, const wino_mats *mt, const int64_t *before, const int64_t *after) {
+  int64_t k[2] = {mt->a, 1}, s[2] = {mt->m, 1}, d[2] = {1, 1};
+  tg_tensor *rows = pool_windows(pad_or_crop(x, before, after, 2, 0), k, s, d, 2); /* (N, C, TH, Wp, a, 1) */
+  if (!rows) return NULL;
+  int64_t th = tg_dim(rows, 2), wp = tg_dim(rows, 3), rs[5] = {tg_dim(x, 0), tg_dim(x, 1), th, wp, mt->a};
+  int p1[5] = {1, 4, 0, 2, 3}; /* (C, a, N, TH, Wp) */
+  tg_tensor *t = contract(tg_permute(tg_reshape(rows, rs, 5), p1, 5), 1, mt->bt, mt->a, mt->a);
+  tg_tensor *cols = pool_windows(tg_contiguous(t), &k[0], &s[0], &d[0], 1); /* (C, a, N, TH, TW, a) */
+  if (!cols) return NULL;
+  int p2[6] = {0, 1, 5, 2, 3, 4}, p3[6] = {1, 2, 0, 3, 4, 5};
+  tg_tensor *v = contract(tg_permute(cols, p2, 6), 2, mt->bt, mt->a, mt->a); /* (C, a, a, N, TH, TW) */
+  v = tg_contiguous(tg_permute(v, p3, 6));
+  int64_t flat[3] = {(int64_t)mt->a * mt->a, tg_dim(x, 1), tg_dim(x, 0) * th * tg_dim(cols, 4)};
+  return tg_reshape(v, flat, 3);
+}
+
+tg_tensor *wino_conv2d(tg_tensor *x, tg_tensor *w, const int64_t *pad_before, const int64_t *pad_after) {
+  const wino_mats *mt = pick_mats();
+  int64_t n = tg_dim(x, 0), kout = tg_dim(w, 0), out[2], tiles[2], after[2];
+  for (int j = 0; j < 2; j++) {
+    out[j] = tg_dim(x, 2 + j) + pad_before[j] + pad_after[j] - 2;
+    tiles[j] = (out[j] + mt->m - 1) / mt->m;
+    after[j] = pad_after[j] + tiles[j] * mt->m - out[j]; /* round the output up to whole tiles */
+  }
+  tg_tensor *v = input_tiles(x, mt, pad_before, after), *u = weight_tiles(w, mt);
+  tg_tensor *prod = tg_matmul(u, v); /* (a*a, K, N*TH*TW) */
+  /* Y = A^T M A: along the tile columns first, written as image rows (K, N, TH, a, TW*m); then
+   * along the tile rows, read and written along those rows. */
+  int64_t ms[6] = {mt->a, mt->a, kout, n, tiles[0], tiles[1]}, rs[5] = {kout, n, tiles[0], mt->a, tiles[1] * mt->m};
+  int p1[6] = {2, 3, 4, 0, 5, 1}, p2[5] = {3, 0, 1, 2, 4}, p3[5] = {2, 1, 3, 0, 4};
+  tg_tensor *y = contract(tg_reshape(prod, ms, 6), 1, mt->at, mt->m, mt->a); /* (a, m, K, N, TH, TW) */
+  y = tg_reshape(tg_contiguous(tg_permute(y, p1, 6)), rs, 5);                 /* (K, N, TH, a, TW*m) */
+  y = contract(tg_permute(y, p2, 5), 0, mt->at, mt->m, mt->a);                /* (m, K, N, TH, TW*m) */
+  int64_t img[4] = {n, kout, tiles[0] * mt->m, tiles[1] * mt->m}, lo[4] = {0}, hi[4] = {n, kout, out[0], out[1]};
+  y = tg_reshape(tg_permute(y, p3, 5), img, 4); /* (N, K, TH, m, TW*m) */
+  return tg_shrink(y, lo, hi);
+}

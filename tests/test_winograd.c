@@ -1,0 +1,177 @@
+/* test_winograd.c — 3x3 stride-1 convolutions by Winograd F(2x2,3x3) and F(4x4,3x3)
+ * (src/nn/winograd.c): values against naive C loops in double (odd sizes, channel counts that
+ * are not multiples of the vector width, padding 0-2, batch > 1, a bias), gradients of x, w and
+ * the bias against naive loops, float32 rounding at ResNet-18's widest layer, and the rule that
+ * picks the algorithm. WINO=2 / WINO=4 force a tile size, WINO=0 the direct form. */
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "harness.h"
+#include "nn/winograd.h"
+
+/* Fills v with values in [-1, 1) from a seeded LCG. */
+static void fill(float *v, int64_t n, uint32_t seed) {
+  for (int64_t i = 0; i < n; i++) v[i] = (float)((seed = seed * 1664525u + 1013904223u) >> 9) / 8388608.0f - 1.0f;
+}
+
+typedef struct shape { int n, c, h, w, k, pad; } shape;
+
+/* y = conv2d(x, w, b) with 3x3 kernels, stride 1, padding p: naive loops in double. */
+static void naive_conv(const shape *s, const float *x, const float *w, const float *b, double *y) {
+  int oh = s->h + 2 * s->pad - 2, ow = s->w + 2 * s->pad - 2;
+  for (int n = 0; n < s->n; n++)
+    for (int k = 0; k < s->k; k++)
+      for (int i = 0; i < oh; i++)
+        for (int j = 0; j < ow; j++) {
+          double acc = b ? b[k] : 0;
+          for (int c = 0; c < s->c; c++)
+            for (int u = 0; u < 3; u++)
+              for (int v = 0; v < 3; v++) {
+                int ih = i + u - s->pad, iw = j + v - s->pad;
+                if (ih >= 0 && ih < s->h && iw >= 0 && iw < s->w)
+                  acc += (double)x[((n * s->c + c) * s->h + ih) * s->w + iw] * w[((k * s->c + c) * 3 + u) * 3 + v];
+              }
+          y[((n * s->k + k) * oh + i) * ow + j] = acc;
+        }
+}
+
+/* The largest |got - want| relative to the largest |want|. */
+static double rel_err(const float *got, const double *want, int64_t n) {
+  double e = 0, m = 0;
+  for (int64_t i = 0; i < n; i++) {
+    double d = fabs(got[i] - want[i]);
+    e = d > e || d != d ? d : e, m = fabs(want[i]) > m ? fabs(want[i]) : m;
+  }
+  return e / (m > 0 ? m : 1);
+}
+
+/* conv2d of seeded data under WINO=mode against the naive loops; the relative error. */
+static double forward_error(const shape *s, const char *mode, bool bias) {
+  int oh = s->h + 2 * s->pad - 2, ow = s->w + 2 * s->pad - 2;
+  int64_t nx = (int64_t)s->n * s->c * s->h * s->w, nw = (int64_t)s->k * s->c * 9, ny = (int64_t)s->n * s->k * oh * ow;
+  float *x = malloc(sizeof(float) * nx), *w = malloc(sizeof(float) * nw), *b = malloc(sizeof(float) * s->k);
+  float *got = malloc(sizeof(float) * ny);
+  double *want = malloc(sizeof(double) * ny), err = 1e30;
+  fill(x, nx, 1), fill(w, nw, 2), fill(b, s->k, 3);
+  naive_conv(s, x, w, bias ? b : NULL, want);
+  setenv("WINO", mode, 1);
+  tg_scope *sc = tg_scope_begin();
+  tg_tensor *tx = tg_from_data(x, TG_FLOAT32, (int64_t[]){s->n, s->c, s->h, s->w}, 4);
+  tg_tensor *tw = tg_from_data(w, TG_FLOAT32, (int64_t[]){s->k, s->c, 3, 3}, 4);
+  tg_tensor *tb = bias ? tg_from_data(b, TG_FLOAT32, (int64_t[]){s->k}, 1) : NULL;
+  tg_tensor *y = tg_conv2d(tx, tw, tb, NULL, (const int[]){s->pad, s->pad}, NULL, 1);
+  if (y && tg_to_host(y, got, sizeof(float) * ny) == 0) err = rel_err(got, want, ny);
+  tg_scope_end(sc);
+  unsetenv("WINO");
+  free(x), free(w), free(b), free(got), free(want);
+  return err;
+}
+
+/* Odd sizes (tiles cut by the image edge), channels 1, 3, 9, 17, padding 0, 1 and 2, batch 1-3. */
+static const shape odd_shapes[] = {
+    {2, 3, 9, 11, 5, 1}, {1, 17, 7, 6, 9, 1}, {3, 9, 5, 13, 17, 0}, {2, 1, 4, 4, 1, 2}, {1, 5, 3, 3, 2, 0},
+};
+
+TEST(wino_f2_matches_naive) {
+  for (size_t i = 0; i < sizeof odd_shapes / sizeof *odd_shapes; i++) {
+    double e = forward_error(&odd_shapes[i], "2", i % 2 == 0);
+    if (e > 1e-5) printf("  shape %zu: relative error %.3g\n", i, e);
+    CHECK(e <= 1e-5);
+  }
+}
+
+TEST(wino_f4_matches_naive) {
+  for (size_t i = 0; i < sizeof odd_shapes / sizeof *odd_shapes; i++) {
+    double e = forward_error(&odd_shapes[i], "4", i % 2 == 1);
+    if (e > 1e-5) printf("  shape %zu: relative error %.3g\n", i, e);
+    CHECK(e <= 1e-5);
+  }
+}
+
+/* ResNet-18's last 3x3 layer (512 -> 512 at 7x7, one image): F(4x4) rounds more than the
+ * direct sum (its transform entries reach 8 and 1/24) but stays well inside the 1e-4 of the
+ * ONNX model tests; measured 1-2e-6 of the largest output. */
+TEST(wino_f4_float32_rounding_at_512_channels) {
+  shape s = {1, 512, 7, 7, 512, 1};
+  double e4 = forward_error(&s, "4", true), e0 = forward_error(&s, "0", true);
+  printf("  relative error: F(4x4) %.3g, direct %.3g\n", e4, e0);
+  CHECK(e4 <= 1e-5);
+  CHECK(e0 <= 1e-5);
+}
+
+/* Gradients of sum(conv2d(x, w, b) * gy) for x, w and b under WINO=mode, against naive loops:
+ * dx[c, ih, iw] = sum gy[k, i, j] w[k, c, ih-i+p, iw-j+p], dw = sum gy x, db = sum gy. */
+static void check_grads(const shape *s, const char *mode) {
+  int oh = s->h + 2 * s->pad - 2, ow = s->w + 2 * s->pad - 2;
+  int64_t nx = (int64_t)s->n * s->c * s->h * s->w, nw = (int64_t)s->k * s->c * 9, ny = (int64_t)s->n * s->k * oh * ow;
+  float *x = malloc(sizeof(float) * nx), *w = malloc(sizeof(float) * nw), *b = malloc(sizeof(float) * s->k);
+  float *gy = malloc(sizeof(float) * ny), *gx = malloc(sizeof(float) * nx), *gw = malloc(sizeof(float) * nw);
+  float *gb = malloc(sizeof(float) * s->k);
+  double *wx = calloc((size_t)nx, sizeof(double)), *ww = calloc((size_t)nw, sizeof(double)), *wb = calloc((size_t)s->k, sizeof(double));
+  fill(x, nx, 4), fill(w, nw, 5), fill(b, s->k, 6), fill(gy, ny, 7);
+  for (int n = 0; n < s->n; n++)
+    for (int k = 0; k < s->k; k++)
+      for (int i = 0; i < oh; i++)
+        for (int j = 0; j < ow; j++) {
+          double g = gy[((n * s->k + k) * oh + i) * ow + j];
+          wb[k] += g;
+          for (int c = 0; c < s->c; c++)
+            for (int u = 0; u < 3; u++)
+              for (int v = 0; v < 3; v++) {
+                int ih = i + u - s->pad, iw = j + v - s->pad;
+                if (ih < 0 || ih >= s->h || iw < 0 || iw >= s->w) continue;
+                int64_t xi = ((n * s->c + c) * s->h + ih) * s->w + iw, wi = ((k * s->c + c) * 3 + u) * 3 + v;
+                wx[xi] += g * w[wi], ww[wi] += g * x[xi];
+              }
+        }
+  setenv("WINO", mode, 1);
+  tg_scope *sc = tg_scope_begin();
+  tg_tensor *tx = tg_from_data(x, TG_FLOAT32, (int64_t[]){s->n, s->c, s->h, s->w}, 4);
+  tg_tensor *tw = tg_from_data(w, TG_FLOAT32, (int64_t[]){s->k, s->c, 3, 3}, 4);
+  tg_tensor *tb = tg_from_data(b, TG_FLOAT32, (int64_t[]){s->k}, 1);
+  tg_tensor *tgy = tg_from_data(gy, TG_FLOAT32, (int64_t[]){s->n, s->k, oh, ow}, 4);
+  tg_tensor *y = tg_conv2d(tx, tw, tb, NULL, (const int[]){s->pad, s->pad}, NULL, 1);
+  tg_tensor *wrt[3] = {tx, tw, tb}, *d[3] = {0};
+  CHECK(tg_gradient(tg_sum(tg_mul(y, tgy), NULL, 0, false), wrt, 3, d) == 0);
+  CHECK(d[0] && tg_to_host(d[0], gx, sizeof(float) * nx) == 0);
+  CHECK(d[1] && tg_to_host(d[1], gw, sizeof(float) * nw) == 0);
+  CHECK(d[2] && tg_to_host(d[2], gb, sizeof(float) * s->k) == 0);
+  tg_scope_end(sc);
+  unsetenv("WINO");
+  double ex = rel_err(gx, wx, nx), ew = rel_err(gw, ww, nw), eb = rel_err(gb, wb, s->k);
+  if (ex > 1e-5 || ew > 1e-5 || eb > 1e-5) printf("  WINO=%s: dx %.3g, dw %.3g, db %.3g\n", mode, ex, ew, eb);
+  CHECK(ex <= 1e-5 && ew <= 1e-5 && eb <= 1e-5);
+  free(x), free(w), free(b), free(gy), free(gx), free(gw), free(gb), free(wx), free(ww), free(wb);
+}
+
+TEST(wino_gradients_match_naive) {
+  shape a = {2, 5, 7, 9, 6, 1}, b = {3, 3, 6, 5, 4, 2};
+  check_grads(&a, "4"), check_grads(&b, "4"), check_grads(&a, "2");
+}
+
+/* The rule: 3x3, stride 1, no dilation, one group, float32, 16 channels or more in and out, and
+ * 32 output tiles or more (the batched matmul's columns). */
+TEST(wino_rule) {
+  tg_scope *sc = tg_scope_begin();
+  int64_t ones[2] = {1, 1}, two[2] = {2, 2};
+  tg_tensor *x = tg_full((int64_t[]){32, 256, 14, 14}, 4, 1, TG_FLOAT32);
+  tg_tensor *w = tg_full((int64_t[]){256, 256, 3, 3}, 4, 1, TG_FLOAT32);
+  tg_tensor *w5 = tg_full((int64_t[]){256, 256, 5, 5}, 4, 1, TG_FLOAT32);
+  tg_tensor *x1 = tg_full((int64_t[]){1, 3, 14, 14}, 4, 1, TG_FLOAT32), *wn = tg_full((int64_t[]){8, 3, 3, 3}, 4, 1, TG_FLOAT32);
+  CHECK(wino_applies(x, w, 2, 1, ones, ones));
+  CHECK(!wino_applies(x, w, 2, 1, two, ones));  /* strided */
+  CHECK(!wino_applies(x, w, 2, 1, ones, two));  /* dilated */
+  CHECK(!wino_applies(x, w, 2, 2, ones, ones));  /* grouped */
+  CHECK(!wino_applies(x, w5, 2, 1, ones, ones)); /* 5x5 */
+  CHECK(!wino_applies(x1, wn, 2, 1, ones, ones)); /* 3 -> 8 channels */
+  tg_tensor *x7 = tg_full((int64_t[]){1, 512, 7, 7}, 4, 1, TG_FLOAT32), *w7 = tg_full((int64_t[]){512, 512, 3, 3}, 4, 1, TG_FLOAT32);
+  CHECK(!wino_applies(x7, w7, 2, 1, ones, ones)); /* 4 tiles of 4x4: the matmul has 4 columns */
+  tg_tensor *x8 = tg_full((int64_t[]){8, 512, 7, 7}, 4, 1, TG_FLOAT32);
+  CHECK(wino_applies(x8, w7, 2, 1, ones, ones)); /* 8 images: 32 tiles */
+  setenv("WINO", "0", 1);
+  CHECK(!wino_applies(x, w, 2, 1, ones, ones));
+  setenv("WINO", "4", 1);
+  CHECK(wino_applies(x1, wn, 2, 1, ones, ones));
+  unsetenv("WINO");
+  tg_scope_end(sc);
+}
