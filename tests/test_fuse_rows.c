@@ -282,3 +282,118 @@ TEST(fuse_rows_variable_row_length) {
   tg_scope_end(outer);
   free(d);
 }
+
+/* ------------------------------------------------ the row scratch (linearize.c) */
+
+/* The one kernel AST of y's schedule (NULL if it has more), a reference of the caller's. */
+static uop *only_ast(tg_tensor *y) {
+  schedule sc;
+  uop *u = y ? y->u : NULL, *ast = NULL;
+  if (u && schedule_build(&u, 1, &sc) == 0) {
+    if (sc.items.n == 1) ast = sc.items.v[0].ast, uop_incref(ast);
+    schedule_free(&sc);
+  }
+  return ast;
+}
+
+/* Stores into row scratch arrays in the program of ast under its heuristics' actions (or none:
+ * scalar code), as the default device builds it; -1 if the loads from them are not as many. */
+static int scratch_stores(uop *ast, bool optimize) {
+  static const vector_forms scalar_only = {NULL};
+  const device *dev = device_default();
+  kshape ks;
+  if (kshape_init(&ks, ast) < 0) return -2;
+  if (optimize) kshape_optimize(&ks, ast, &dev->caps);
+  size_t mark = uop_pool_mark();
+  kernel_info info = {0};
+  lin_program lin = {0};
+  uop *sink = lower_kernel(ast, &ks, STAGE_ONLY, &info);
+  if (sink) sink = devectorize(sink, dev->vectors ? dev->vectors : &scalar_only);
+  int stores = -2, loads = 0;
+  if (sink && linearize(sink, &lin, &info) == 0 && program_spec_check(&lin) == 0) {
+    stores = 0;
+    for (int i = 0; i < lin.n; i++) {
+      uop *u = lin.ops[i].u;
+      bool scratch = (u->op == OP_STORE || u->op == OP_LOAD) && is_row_scratch(u->src[0]);
+      stores += scratch && lin.ops[i].kind == L_STORE;
+      loads += scratch && lin.ops[i].kind == L_VALUE;
+    }
+  }
+  free(lin.ops);
+  uop_pool_release(mark);
+  return stores >= 0 && loads != stores ? -1 : stores;
+}
+
+/* e / sum(e) over rows, e = (x*x + 1) * 2 (3 ALU ops per element), plus 3 when `four`. */
+static tg_tensor *ratio_of(tg_tensor *x, bool four) {
+  int axis = -1;
+  tg_tensor *e = tg_mul_s(tg_add_s(tg_mul(x, x), 1.0), 2.0);
+  if (four) e = tg_add_s(e, 3.0);
+  return tg_div(e, tg_sum(e, &axis, 1, true));
+}
+
+static double ratio_ref(float x, bool four) { return ((double)x * x + 1) * 2 + (four ? 3 : 0); }
+
+/* The cost rule: softmax's exp (a polynomial of ~30 ops) is kept per row, vectorized or
+ * scalar; log_softmax shares only x − max with its sum (a cast and a subtraction), layernorm
+ * x − mean, rmsnorm nothing: no scratch. e / sum(e) keeps e at 4 ops, not at 3. A row past ROW_SCRATCH_BYTES
+ * keeps nothing (still one kernel). Values of every case against the naive loops. */
+TEST(fuse_rows_scratch_where_cost_says) {
+  if (!fuses_here()) SKIP("work-item devices do not fuse row reductions (no row scratch either)");
+  static const int want[NKINDS] = {1, 0, 0, 0};
+  int64_t shape[2] = {6, 100}, big[2] = {2, ROW_SCRATCH_BYTES / (int64_t)sizeof(float) + 8};
+  tg_scope *s = tg_scope_begin();
+  float *d = inputs(6 * 100, 4);
+  tg_tensor *x = tg_from_data(d, TG_FLOAT32, shape, 2);
+  CHECK(x && tg_realize(x) == 0);
+  for (int k = 0; k < NKINDS; k++) {
+    uop *ast = only_ast(apply(k, x, 1));
+    CHECK(ast != NULL);
+    if (!ast) continue;
+    int vec = scratch_stores(ast, true), scalar = scratch_stores(ast, false);
+    CHECK(vec == want[k] && scalar == want[k]);
+    if (vec != want[k] || scalar != want[k]) printf("  %s: %d and %d scratch stores, want %d\n", kind_names[k], vec, scalar, want[k]);
+    uop_decref(ast);
+    run_rows(k, shape, 2, 1);
+  }
+  for (int four = 0; four < 2; four++) {
+    tg_tensor *y = ratio_of(x, four);
+    uop *ast = only_ast(y);
+    CHECK(ast && scratch_stores(ast, true) == four && scratch_stores(ast, false) == four);
+    if (ast) uop_decref(ast);
+    float got[6 * 100];
+    CHECK(tg_to_host(y, got, sizeof got) == 0);
+    int bad = 0;
+    for (int r = 0; r < 6; r++) {
+      double sum = 0;
+      for (int j = 0; j < 100; j++) sum += ratio_ref(d[r * 100 + j], four);
+      for (int j = 0; j < 100; j++) bad += !harness_close(got[r * 100 + j], ratio_ref(d[r * 100 + j], four) / sum, 2e-6, 2e-5);
+    }
+    CHECK(bad == 0);
+  }
+  float *db = inputs(big[0] * big[1], 5);
+  tg_tensor *xb = tg_from_data(db, TG_FLOAT32, big, 2);
+  bool fused = big[1] * (int64_t)sizeof(float) * 4 <= device_default()->caps.l2_bytes; /* ROW_CACHE_SHARE */
+  uop *ast = xb && fused ? only_ast(tg_softmax(xb, -1)) : NULL;
+  CHECK(!fused || (ast && scratch_stores(ast, true) == 0));
+  if (ast) uop_decref(ast);
+  CHECK(run_rows(SOFTMAX, big, 2, 1) == (fused ? 1 : unfused_softmax_kernels()));
+  tg_scope_end(s);
+  free(d), free(db);
+}
+
+/* Softmax over rows of 1..17 and 33 elements (not multiples of the lanes, a 1-element row),
+ * with the heuristics and under random actions: the kept exp read back where the output
+ * needs it (values against the naive loops, in run_rows). */
+TEST(fuse_rows_scratch_odd_rows) {
+  for (int64_t c = 1; c <= 33; c += c < 17 ? 1 : 16) {
+    int64_t shape[2] = {5, c};
+    CHECK(run_rows(SOFTMAX, shape, 2, 1) >= 1);
+    for (int seed = 1; seed <= 4; seed++) {
+      uint64_t st = 0x9e3779b97f4a7c15ull * (uint64_t)(seed * 131 + c);
+      program_set_opt_hook(random_opts, &st);
+      run_rows(SOFTMAX, shape, 2, 1);
+    }
+    program_set_opt_hook(NULL, NULL);
+  }
+}

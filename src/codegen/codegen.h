@@ -184,7 +184,16 @@ typedef struct kernel_info {
   int nbufs;            /* PARAM slots (slot 0 is the output) */
   uint64_t flops;       /* ALU ops executed (estimate) */
   uint64_t bytes;       /* bytes of all buffers touched */
+  bool row_scratch;     /* the linearizer may keep a row reduction's operand for the row's
+                           output loop in a local array (host devices: output loops are loops) */
 } kernel_info;
+
+/* Row scratch (linearize.c): a local array of the kernel function is a DEFINE_GLOBAL with arg
+ * [ROW_SCRATCH_SLOT + k, elements, 1], declared by the renderer, not passed in; at most
+ * ROW_SCRATCH_MAX arrays of ROW_SCRATCH_BYTES together (a row of 16384 floats: L2-resident,
+ * small on a thread's stack), each for a value of at least ROW_SCRATCH_MIN_OPS ALU ops. */
+enum { ROW_SCRATCH_SLOT = 100, ROW_SCRATCH_MAX = 8, ROW_SCRATCH_BYTES = 64 << 10, ROW_SCRATCH_MIN_OPS = 4 };
+static inline bool is_row_scratch(const uop *g) { return g->op == OP_DEFINE_GLOBAL && g->narg > 2 && g->arg[2] == 1; }
 
 /* Stages: a kernel runs as one stage, or as two when a reduction is GROUPed: stage 1 writes
  * per-group partial results to a scratch buffer (slot nbufs), stage 2 combines them. */

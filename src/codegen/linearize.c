@@ -33,6 +33,14 @@ typedef struct lin_ctx {
   int64_t trips;    /* iterations of the currently open loops */
   kernel_info *info;
   int err;
+  /* row scratch (below): the program's SINK (its output loops' values read the scratch), the
+   * output loops, and each kept value → its STORE into a scratch array */
+  uop **sink;
+  uop *const *outer;
+  size_t nouter;
+  ptrmap scratch_store;
+  int nscratch;
+  int64_t scratch_bytes;
 } lin_ctx;
 
 static bool emitted(lin_ctx *c, uop *u) {
@@ -207,6 +215,8 @@ static void emit(lin_ctx *c, uop *u) {
   if (uop_is_alu(u) && u->dtype != TG_INT64) c->info->flops += (uint64_t)c->trips * lane_factor(u);
   if (u->op == OP_WMMA) c->info->flops += (uint64_t)c->trips * 2 * 16 * 8 * 16 / 32; /* a lane's share of the tile */
   push(c, u->op == OP_STORE ? L_STORE : L_VALUE, u);
+  uop *keep = ptrmap_get(&c->scratch_store, u); /* a row reduction's operand the output reads again */
+  if (keep) emit(c, keep);
 }
 
 static bool has_reduce(lin_ctx *c, uop *u) {
@@ -230,18 +240,144 @@ static void hoist_row_values(lin_ctx *c, uop *u) {
   for (int i = 0; i < n; i++) hoist_row_values(c, u->src[i]);
 }
 
+/* ---------------------------------------------------------------- row scratch */
+
+/* A row reduction's operand E that the row's output loop computes again (softmax's
+ * exp2(c·(x − max)): the sum's body and every output's numerator) is stored into a per-row
+ * local array in the reduction's loop and loaded back in the output loop instead of being
+ * recomputed (docs/optimizer.md, "Row kernels"). The output's E is the reduction's with the
+ * reduce range replaced by the output loop's (equal nodes: interned), over the same end, so
+ * element i of the array holds exactly the value the output needs at i. Only where E costs at
+ * least ROW_SCRATCH_MIN_OPS ALU ops per element (else the store and load cost as much), for
+ * float values, while the arrays fit ROW_SCRATCH_BYTES; on host devices only
+ * (kernel_info.row_scratch: a work-item's output loops are no loops). */
+typedef struct scratch_ctx {
+  lin_ctx *c;
+  uop *r, *o;     /* the reduction's range, the output loop's */
+  uint64_t rbit;
+  ptrmap subst;   /* node → the node with r replaced by o */
+  ptrmap outputs; /* nodes the output loops compute */
+  ptrmap seen;
+  ptrmap loads;   /* the output's E → its scratch LOAD */
+} scratch_ctx;
+
+static uop *subst_range(scratch_ctx *s, uop *u) {
+  if (u == s->r) return s->o;
+  if (!(deps_of(s->c, u) & s->rbit)) return u;
+  uop *v = ptrmap_get(&s->subst, u), *src[64];
+  if (v || u->nsrc > 64) return v;
+  for (int i = 0; i < u->nsrc; i++)
+    if (!(src[i] = subst_range(s, u->src[i]))) return NULL;
+  v = uop_replace_src(u, src, u->nsrc);
+  ptrmap_put(&s->subst, u, v);
+  return v;
+}
+
+/* ALU ops of u's subtree that run per element of the row (depend on r), each counted once;
+ * index math (int64, and comparisons of it) is not the value's cost. */
+static int row_ops(scratch_ctx *s, uop *u, ptrmap *seen) {
+  if (!(deps_of(s->c, u) & s->rbit) || ptrmap_has(seen, u) || u->op == OP_REDUCE) return 0;
+  ptrmap_put(seen, u, u);
+  int n = uop_is_alu(u) && u->dtype != TG_INT64 && !(u->nsrc && u->src[0]->dtype == TG_INT64);
+  for (int i = 0; i < u->nsrc; i++) n += row_ops(s, u->src[i], seen);
+  return n;
+}
+
+static void collect_outputs(scratch_ctx *s, uop *u) {
+  if (ptrmap_has(&s->outputs, u) || !(deps_of(s->c, u) & deps_of(s->c, s->o))) return;
+  ptrmap_put(&s->outputs, u, u);
+  for (int i = 0; i < u->nsrc; i++) collect_outputs(s, u->src[i]);
+}
+
+/* Keep u (E with r) for v (E with o): its array, the STORE after u, the LOAD for v. */
+static void keep_in_scratch(scratch_ctx *s, uop *u, uop *v) {
+  lin_ctx *c = s->c;
+  int w = u->vcount;
+  int64_t n = trip_count(s->r) * (w ? w : 1), bytes = n * (int64_t)tg_dtype_size(u->dtype);
+  ptrmap seen = {0};
+  int ops = row_ops(s, u, &seen);
+  ptrmap_free(&seen);
+  bool fl = u->dtype == TG_FLOAT32 || u->dtype == TG_FLOAT64;
+  if (!fl || ops < ROW_SCRATCH_MIN_OPS || c->nscratch >= ROW_SCRATCH_MAX || c->scratch_bytes + bytes > ROW_SCRATCH_BYTES) return;
+  int64_t garg[3] = {ROW_SCRATCH_SLOT + c->nscratch++, n, 1}, arg[3] = {w, 1, 0};
+  c->scratch_bytes += bytes;
+  uop *g = uop_new(OP_DEFINE_GLOBAL, u->dtype, NULL, 0, garg, 3);
+  uop *at = w ? uop_mul(s->r, uop_idx(w)) : s->r, *st[3] = {g, at, u};
+  uop *ld[2] = {g, w ? uop_mul(s->o, uop_idx(w)) : s->o};
+  ptrmap_put(&c->scratch_store, u, uop_new_vec(OP_STORE, u->dtype, w, st, 3, arg, w ? 3 : 0));
+  ptrmap_put(&s->loads, v, uop_new_vec(OP_LOAD, u->dtype, w, ld, 2, arg, w ? 3 : 0));
+}
+
+/* The largest subexpressions of the reduction's body that the output computes too. */
+static void find_shared(scratch_ctx *s, uop *u) {
+  if (!(deps_of(s->c, u) & s->rbit) || ptrmap_has(&s->seen, u) || u->op == OP_REDUCE) return;
+  ptrmap_put(&s->seen, u, u);
+  uop *v = subst_range(s, u);
+  if (v && ptrmap_has(&s->outputs, v)) { keep_in_scratch(s, u, v); return; }
+  for (int i = 0; i < u->nsrc; i++) find_shared(s, u->src[i]);
+}
+
+/* u with the output's E replaced by scratch LOADs (memoized in s->subst's place: a new map). */
+static uop *use_loads(scratch_ctx *s, uop *u, ptrmap *memo) {
+  uop *l = ptrmap_get(&s->loads, u), *v, *src[256];
+  if (l) return l;
+  if (!(deps_of(s->c, u) & deps_of(s->c, s->o)) || u->nsrc > 256) return u;
+  if ((v = ptrmap_get(memo, u))) return v;
+  for (int i = 0; i < u->nsrc; i++) src[i] = use_loads(s, u->src[i], memo);
+  v = uop_replace_src(u, src, u->nsrc);
+  ptrmap_put(memo, u, v);
+  return v;
+}
+
+/* The not yet open output loop over r's end (the row's elements), or NULL. */
+static uop *row_output_loop(lin_ctx *c, uop *r) {
+  for (size_t i = 0; i < c->nouter; i++) {
+    uop *o = c->outer[i];
+    if (o->arg[1] == RANGE_GLOBAL && o->src[0] == r->src[0] && !(deps_of(c, o) & c->open)) return o;
+  }
+  return NULL;
+}
+
+/* Before row reduction u is emitted: keep what its output loop would recompute. */
+static bool plan_scratch(lin_ctx *c, uop *u) {
+  int nb = reduce_nbody(u);
+  if (!c->info->row_scratch || u->nsrc != nb + 1 || u->src[nb]->op != OP_RANGE) return false;
+  scratch_ctx s = {.c = c, .r = u->src[nb]};
+  if (!(s.o = row_output_loop(c, s.r))) return false;
+  s.rbit = deps_of(c, s.r);
+  collect_outputs(&s, *c->sink);
+  for (int i = 0; i < nb; i++) find_shared(&s, u->src[i]);
+  if (s.loads.count) {
+    ptrmap memo = {0};
+    *c->sink = use_loads(&s, *c->sink, &memo);
+    ptrmap_free(&memo);
+    c->reduces.n = 0; /* the output's REDUCEs are new nodes now */
+    uop **order;
+    int n = uop_toposort(*c->sink, &order);
+    if (n < 0) c->err = TG_ERR_NOMEM;
+    for (int i = 0; i < n; i++)
+      if (order[i]->op == OP_REDUCE) VEC_PUSH(c->reduces, order[i]);
+    if (n >= 0) free(order);
+  }
+  bool changed = s.loads.count > 0;
+  ptrmap_free(&s.subst), ptrmap_free(&s.outputs), ptrmap_free(&s.seen), ptrmap_free(&s.loads);
+  return changed;
+}
+
 /* Between output loops: the REDUCEs that need no loop not yet open (a row's max or sum fused
  * into the kernel that normalizes the row, docs/architecture.md "Fusion policy"): computed
  * once per row, before the loops over the row's elements, not once per element. */
-static void emit_row_reduces(lin_ctx *c, uop *sink) {
+static void emit_row_reduces(lin_ctx *c) {
   bool any = false;
   for (size_t i = 0; i < c->reduces.n && !c->err; i++) {
     uop *r = c->reduces.v[i];
     if (emitted(c, r) || group_combine(r) || (deps_of(c, r) & ~c->open)) continue;
+    bool changed = plan_scratch(c, r);
     emit(c, r);
     any = true;
+    if (changed) i = (size_t)-1; /* a new list: from its start (emitted ones are skipped) */
   }
-  if (any) hoist_row_values(c, sink);
+  if (any) hoist_row_values(c, *c->sink);
 }
 
 /* Output loops go outermost: the parallel range first, local ranges last (the work-group's
@@ -254,7 +390,7 @@ static int outer_order(const uop *a, const uop *b) {
 }
 
 int linearize(uop *sink, lin_program *prog, kernel_info *info) {
-  lin_ctx c = {.info = info, .trips = 1};
+  lin_ctx c = {.info = info, .trips = 1, .sink = &sink};
   if (VEC_PUSH(c.alive, true) < 0) return tg_set_error(TG_ERR_NOMEM, "linearize: out of memory");
   uop **order;
   int n = uop_toposort(sink, &order);
@@ -267,6 +403,7 @@ int linearize(uop *sink, lin_program *prog, kernel_info *info) {
     if (u->arg[1] == RANGE_GLOBAL || u->arg[1] == RANGE_PARALLEL || u->arg[1] == RANGE_LOCAL) VEC_PUSH(outer, u);
   }
   free(order);
+  c.outer = outer.v, c.nouter = outer.n;
   for (size_t i = 1; i < outer.n; i++) /* insertion sort */
     for (size_t j = i; j > 0 && outer_order(outer.v[j - 1], outer.v[j]) > 0; j--) {
       uop *t = outer.v[j];
@@ -277,7 +414,7 @@ int linearize(uop *sink, lin_program *prog, kernel_info *info) {
     push(&c, L_LOOP, outer.v[i]);
     c.open |= deps_of(&c, outer.v[i]);
     c.trips *= trip_count(outer.v[i]);
-    if (i + 1 < outer.n) emit_row_reduces(&c, sink);
+    if (i + 1 < outer.n) emit_row_reduces(&c);
   }
   emit(&c, sink);
   for (size_t i = outer.n; i > 0; i--) push(&c, L_END, outer.v[i - 1]);
@@ -290,6 +427,7 @@ int linearize(uop *sink, lin_program *prog, kernel_info *info) {
   ptrmap_free(&c.hoisted);
   ptrmap_free(&c.has_reduce);
   ptrmap_free(&c.row_hoisted);
+  ptrmap_free(&c.scratch_store);
   if (c.err) { VEC_FREE(c.ops); return c.err; }
   prog->ops = c.ops.v, prog->n = (int)c.ops.n;
   return 0;

@@ -790,7 +790,7 @@ static void render_op(renderer *r, const lin_op *o) {
 /* ---------------------------------------------------------------- functions */
 
 static bool render_function(renderer *r, const lin_program *p, const char *name, strbuf *dst) {
-  uop *globals[66] = {0};
+  uop *globals[66] = {0}, *scratch[ROW_SCRATCH_MAX] = {0};
   bool written[66] = {0};
   int nglob = 0;
   for (int i = 0; i < p->n; i++) {
@@ -803,6 +803,7 @@ static bool render_function(renderer *r, const lin_program *p, const char *name,
         globals[s->arg[0]] = s;
         if (s->arg[0] + 1 > nglob) nglob = (int)s->arg[0] + 1;
       }
+      if (is_row_scratch(s) && s->arg[0] - ROW_SCRATCH_SLOT < ROW_SCRATCH_MAX) scratch[s->arg[0] - ROW_SCRATCH_SLOT] = s;
     }
   }
   r->out = (strbuf){0};
@@ -834,6 +835,10 @@ static bool render_function(renderer *r, const lin_program *p, const char *name,
       const char *ct = mtype(r, globals[i]->dtype);
       sb_printf(dst, "  %s%s *restrict %s = (%s *)args[%d];\n", written[i] ? "" : "const ", ct, name_of(r, globals[i]), ct, i);
     }
+    for (int k = 0; k < ROW_SCRATCH_MAX; k++) /* a row's kept values (linearize.c) */
+      if (scratch[k])
+        sb_printf(dst, "  %s %s[%lld] __attribute__((aligned(64)));\n", ctype(scratch[k]->dtype), name_of(r, scratch[k]),
+                  (long long)scratch[k]->arg[1]);
   } else { /* every buffer up to the last one used is a parameter, in slot order */
     sb_printf(dst, "%s %s(tg_i64 tg_n", r->fl->kernel, name);
     for (int i = 0; i < nglob; i++) {

@@ -784,6 +784,17 @@ static void render_op(lr *r, const lin_op *o) {
 
 #define MAX_SLOTS 66
 
+/* A row's kept values (linearize.c, row scratch): arrays on the body's stack. */
+static void declare_scratch(lr *r, const lin_program *p) {
+  for (int i = 0; i < p->n; i++) {
+    uop *g = p->ops[i].u->nsrc ? p->ops[i].u->src[0] : NULL;
+    if (!g || !is_row_scratch(g) || ptrmap_get(&r->names, g)) continue;
+    const char *name = sf(r, "%%s%lld", (long long)g->arg[0]);
+    ptrmap_put(&r->names, g, (void *)name);
+    sb_printf(&r->allocas, "  %s = alloca %s, i64 %lld, align 64\n", name, mem_elem[g->dtype], (long long)g->arg[1]);
+  }
+}
+
 /* The wrapper with the kernel signature loads the buffer pointers and calls the body, whose
  * pointer parameters are noalias (C's restrict) and readonly where nothing is stored. */
 static void render_function(lr *r, const lin_program *p, const char *name, strbuf *dst) {
@@ -802,6 +813,7 @@ static void render_function(lr *r, const lin_program *p, const char *name, strbu
     }
   }
   r->out = (strbuf){0}, r->allocas = (strbuf){0};
+  declare_scratch(r, p);
   r->cur = "entry";
   for (int i = 0; i < p->n && !r->err; i++) render_op(r, &p->ops[i]);
   strbuf params = {0}, args = {0};
