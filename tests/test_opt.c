@@ -9,6 +9,7 @@
  * (DEV=CL) the random sequences include LOCAL and the work-group GROUP/GROUPTOP, and TC where
  * it has tensor cores (TC_EMULATE=1). The thread pool must cover every
  * iteration exactly once. */
+#include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include "harness.h"
@@ -857,4 +858,48 @@ TEST(opt_linearize_hoists_per_block_values) {
   CHECK(loads == 3); /* each load emitted once */
   free(prog.ops);
   uop_pool_release(mark);
+}
+
+/* An output dim of 259 rows (7 x 37: no tile amount of 4 or more divides it) in a
+ * matrix-vector product: the default optimizer pads it to 264 (PADTO 8) and upcasts 8 rows
+ * (opt.c, pad_tile_dims), and the 5 padded rows are neither stored nor change the others:
+ * values against a naive loop. A CPU-device rule (work-group devices keep one row an item). */
+typedef struct padded_ctx {
+  bool padto, upcast;
+} padded_ctx;
+
+static int default_opts_seen(uop *ast, kshape *ks, void *ctx) {
+  padded_ctx *p = ctx;
+  kshape_optimize(ks, ast, &device_default()->caps);
+  for (int i = 0; i < ks->napplied; i++) {
+    p->padto |= ks->applied[i].kind == OPT_PADTO && ks->applied[i].axis == 0 && ks->applied[i].amount == 8;
+    p->upcast |= ks->applied[i].kind == OPT_UPCAST && ks->applied[i].axis == 0 && ks->applied[i].amount == 8;
+  }
+  return 0;
+}
+
+TEST(opt_pads_odd_rows_for_register_tile) {
+  enum { R = 259, C = 96 };
+  static float w[R * C], x[C], want[R], got[R];
+  for (int i = 0; i < R * C; i++) w[i] = (float)((i * 13) % 23 - 11) * 0.0625f;
+  for (int i = 0; i < C; i++) x[i] = (float)(i % 7 - 3) * 0.5f;
+  for (int r = 0; r < R; r++) {
+    double acc = 0;
+    for (int c = 0; c < C; c++) acc += (double)w[r * C + c] * x[c];
+    want[r] = (float)acc;
+  }
+  tg_scope *s = tg_scope_begin();
+  tg_tensor *wt = tg_from_data(w, TG_FLOAT32, (int64_t[]){R, C}, 2), *xt = tg_from_data(x, TG_FLOAT32, (int64_t[]){C}, 1);
+  CHECK(wt && xt && tg_realize(wt) == 0 && tg_realize(xt) == 0);
+  padded_ctx p = {false, false};
+  program_set_opt_hook(default_opts_seen, &p);
+  tg_tensor *y = tg_matmul(wt, xt);
+  int rc = tg_to_host(y, got, sizeof got);
+  program_set_opt_hook(NULL, NULL);
+  CHECK(rc == 0);
+  int bad = 0;
+  for (int r = 0; r < R; r++) bad += !(fabsf(got[r] - want[r]) <= 1e-4f * (1 + fabsf(want[r])));
+  CHECK(bad == 0);
+  if (device_default()->caps.max_local_size <= 1) CHECK(p.padto && p.upcast);
+  tg_scope_end(s);
 }

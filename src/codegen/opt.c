@@ -629,7 +629,20 @@ static int tile_candidates(const kshape *ks, const kaccess *acc, int na, int lan
   return nt;
 }
 
+/* A long output dim that no tile amount of 4 or more divides (GPT-2's 50257 logits: 29 x
+ * 1733) is padded to a multiple of 8 first (masked rows, under 3% of them): else its rows go
+ * one at a time, each reduce step loading the broadcast input again for a single output
+ * (the logits' matrix-vector product: one row per loop, 20 ms of a 60 ms decode step). */
+static void pad_tile_dims(kshape *ks, const kaccess *acc, int na, int lane_dim) {
+  for (int d = ks->nout - 1; d >= 0; d--) {
+    int64_t n = ks->size[d];
+    if (d == lane_dim || n < 256 || n % 8 == 0 || n % 6 == 0 || n % 5 == 0 || n % 4 == 0) continue;
+    if (broadcast_along(acc, na, d)) try_apply(ks, OPT_PADTO, find_axis(ks, d, AX_GLOBAL), 8);
+  }
+}
+
 static void register_tile(kshape *ks, const kaccess *acc, int na, int lane_dim, int width, int64_t budget) {
+  pad_tile_dims(ks, acc, na, lane_dim);
   tile_dim td[TILE_DIMS];
   int nt = tile_candidates(ks, acc, na, lane_dim, td), total = 1;
   for (int t = 0; t < nt; t++) total *= td[t].nopts;
