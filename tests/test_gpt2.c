@@ -461,3 +461,35 @@ TEST(gpt2_jit_and_plain_steps_interleave) {
   CHECK(tg_gpt2_position(jit) == 3 + 2 + 2 + 3 + 2 + 1 + 4 && tg_gpt2_position(plain) == tg_gpt2_position(jit));
   tg_gpt2_free(jit), tg_gpt2_free(plain);
 }
+
+/* A Q8_0 model's decode step reads the weights as blocks (34 bytes per 32 weights), the tied
+ * output projection too: the host copy of wte made at the first step (gpt2.c host_tables) must
+ * not leave the dequantized float32 table as wte's value. Counted by tg_get_stats().bytes_moved
+ * of one plain decode step against the f32 file's: the other buffers (cache, activations) are
+ * the same, so the difference is the weights' V E + 12 L E^2 values (114,688 here) times
+ * 4 - 34/32 bytes (336,896; 288,768 with a float32 wte). */
+TEST(gpt2_q8_0_decode_step_reads_blocks) {
+  uint64_t bytes[2] = {0, 0};
+  double weights = 0;
+  const char *files[2] = {DIR "/f32.gguf", DIR "/q8_0.gguf"};
+  for (int f = 0; f < 2; f++) {
+    tg_gpt2 *m = tg_gpt2_load_gguf(files[f]);
+    CHECK(m != NULL && tg_gpt2_reset(m, 0) == 0);
+    if (!m) continue;
+    const tg_gpt2_config *c = tg_gpt2_get_config(m);
+    weights = (double)(c->vocab_size * c->n_embd + 12 * c->n_layer * c->n_embd * c->n_embd);
+    tg_scope *s = tg_scope_begin();
+    int32_t tok = 5;
+    CHECK(tg_gpt2_step(m, gpt2_prompt, GPT2_T) != NULL);
+    tg_reset_stats();
+    CHECK(tg_gpt2_step(m, &tok, 1) != NULL);
+    bytes[f] = tg_get_stats().bytes_moved;
+    tg_scope_end(s);
+    tg_gpt2_free(m);
+  }
+  double saved = (double)bytes[0] - (double)bytes[1], want = weights * (4 - 34.0 / 32);
+  CHECK(saved >= 0.98 * want && saved <= 1.02 * want);
+  if (saved < 0.98 * want || saved > 1.02 * want)
+    printf("  decode step bytes: f32 %llu, q8_0 %llu (%.0f fewer, want %.0f)\n", (unsigned long long)bytes[0],
+           (unsigned long long)bytes[1], saved, want);
+}

@@ -609,6 +609,9 @@ static tg_tensor *forward(tg_gpt2 *m, tg_tensor *x, bool cached, tg_tensor *pos)
    * layer's attention realizes (it writes the cache), and a lazy stream would make every later
    * layer recompute the blocks before it inside its own kernels. */
   for (int64_t l = 0; l < m->cfg.n_layer && x; l++) x = block(m, &m->h[l], x, cached ? &m->cache[l] : NULL, pos);
+  /* and before the final layernorm: fused into its row kernel, the last block's output
+   * projection stored x times W (E x 4E floats, a kernel of its own) and summed it after */
+  if (cached && !pos && x && tg_realize(x) < 0) return NULL;
   x = tg_layernorm(x, 1, m->lnf_w, m->lnf_b, m->cfg.eps);
   return tg_matmul(x, tg_transpose(m->head, 0, 1));
 }
@@ -653,14 +656,17 @@ int tg_gpt2_reset(tg_gpt2 *m, int64_t max_len) {
 /* Host copies of wte and wpe (float32; a quantized table is dequantized once). tg's gathers
  * are masked reductions over the whole table (index.c): a decode step would read all V x E
  * values of wte to embed one token, as many bytes as the output projection. The copies cost
- * (V + P) x E floats of host memory; tg_gpt2_reset drops them. */
+ * (V + P) x E floats of host memory; tg_gpt2_reset drops them. A quantized wte is copied
+ * through a bitcast to int32 (the same bits): realizing its own node would keep the
+ * dequantized float32 table as its value (a handle holds it, schedule.c), and the tied
+ * output projection would then read 4 bytes a weight every step instead of the blocks. */
 static int host_tables(tg_gpt2 *m) {
   if (m->wte_host) return 0;
   size_t nt = (size_t)(m->cfg.vocab_size * m->cfg.n_embd), np = (size_t)(m->cfg.n_positions * m->cfg.n_embd);
   float *t = malloc(sizeof(float) * nt), *p = malloc(sizeof(float) * np);
   int rc = t && p ? 0 : tg_set_error(TG_ERR_NOMEM, "gpt2_step: out of memory for the embedding tables");
   tg_scope *s = tg_scope_begin();
-  if (rc == 0) rc = tg_to_host(tg_detach(m->wte), t, sizeof(float) * nt);
+  if (rc == 0) rc = tg_to_host(tg_bitcast(tg_detach(m->wte), TG_INT32), t, sizeof(float) * nt);
   if (rc == 0) rc = tg_to_host(tg_detach(m->wpe), p, sizeof(float) * np);
   tg_scope_end(s);
   if (rc < 0) return free(t), free(p), rc;
