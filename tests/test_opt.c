@@ -632,7 +632,30 @@ TEST(opt_heuristics_packed_matmul_tile) {
   snprintf(lanes, sizeof lanes, "UPCAST(2,%d)", w);
   CHECK(strstr(c.opts, lanes) && strstr(c.opts, "UPCAST(2,2)") && strstr(c.opts, rows));
   CHECK(!strstr(c.opts, "UPCAST(1,"));
-  if (threadpool_size() > 1) CHECK(strstr(c.opts, "THREAD(1,"));
+  /* the panel axis, moved outside the rows' (SWAP) where A fits in the L2 */
+  if (threadpool_size() > 1) CHECK(strstr(c.opts, strstr(c.opts, "SWAP(0,1)") ? "THREAD(0," : "THREAD(1,"));
+  free(c.src);
+  tg_scope_end(s);
+}
+
+/* A short, wide matmul (GPT-2's prefill: 64 tokens times a 768 x 3072 weight) walks its rows
+ * inside the panel loop: the 9 MB weight is read once, the 196 KB of rows again per panel
+ * from cache (opt.c keep_inside); a large square one (both inputs past the L2) keeps its order.
+ * The 8-lane tile reads the 16-wide panels with vector loads, not gathers (symbolic.c,
+ * divmod_small_part). */
+TEST(opt_heuristics_short_matmul_reads_the_weight_once) {
+  NEED_HOST_DEVICE();
+  tg_scope *s = tg_scope_begin();
+  inspect_ctx c = {{0}, NULL, 0, 0};
+  tg_tensor *mm[2] = {ones_buffer((int64_t[]){64, 768}, 2), ones_buffer((int64_t[]){768, 3072}, 2)};
+  int64_t half_l2 = device_default()->caps.l2_bytes / 2;
+  heuristics_of(b_matmul, mm, &c);
+  CHECK(!!strstr(c.opts, "SWAP(0,1)") == (half_l2 >= 64 * 768 * 4 && 768 * 3072 * 4 > 2 * half_l2));
+  CHECK(c.src && !strstr(c.src, "gather") && !strstr(c.src, "/ 16") && !strstr(c.src, "sdiv <"));
+  printf("  opts: %s (half the L2: %lld bytes)\n", c.opts, (long long)half_l2);
+  tg_tensor *big[2] = {ones_buffer((int64_t[]){1024, 1024}, 2), ones_buffer((int64_t[]){1024, 1024}, 2)};
+  heuristics_of(b_matmul, big, &c);
+  CHECK(!strstr(c.opts, "SWAP") == (half_l2 < 1024 * 1024 * 4));
   free(c.src);
   tg_scope_end(s);
 }
