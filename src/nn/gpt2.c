@@ -656,8 +656,8 @@ int tg_gpt2_reset(tg_gpt2 *m, int64_t max_len) {
 /* Host copies of wte and wpe (float32; a quantized table is dequantized once). tg's gathers
  * are masked reductions over the whole table (index.c): a decode step would read all V x E
  * values of wte to embed one token, as many bytes as the output projection. The copies cost
- * (V + P) x E floats of host memory; tg_gpt2_reset drops them. A quantized wte is copied
- * through a bitcast to int32 (the same bits): realizing its own node would keep the
+ * (V + P) x E floats of host memory; tg_gpt2_reset drops them. A quantized (lazy) wte is
+ * copied through a bitcast to int32 (the same bits): realizing its own node would keep the
  * dequantized float32 table as its value (a handle holds it, schedule.c), and the tied
  * output projection would then read 4 bytes a weight every step instead of the blocks. */
 static int host_tables(tg_gpt2 *m) {
@@ -666,7 +666,8 @@ static int host_tables(tg_gpt2 *m) {
   float *t = malloc(sizeof(float) * nt), *p = malloc(sizeof(float) * np);
   int rc = t && p ? 0 : tg_set_error(TG_ERR_NOMEM, "gpt2_step: out of memory for the embedding tables");
   tg_scope *s = tg_scope_begin();
-  if (rc == 0) rc = tg_to_host(tg_bitcast(tg_detach(m->wte), TG_INT32), t, sizeof(float) * nt);
+  tg_tensor *wte = tg_is_realized(m->wte) ? m->wte : tg_bitcast(tg_detach(m->wte), TG_INT32);
+  if (rc == 0) rc = tg_to_host(wte, t, sizeof(float) * nt);
   if (rc == 0) rc = tg_to_host(tg_detach(m->wpe), p, sizeof(float) * np);
   tg_scope_end(s);
   if (rc < 0) return free(t), free(p), rc;
