@@ -5,7 +5,7 @@
  *
  *   make build/bench_onnx_conv && ./build/bench_onnx_conv [BATCH [FILTER]]
  *
- * BATCH (default 1); FILTER: only the layers whose name contains it ("r18", "mb", "dw"); REPS
+ * BATCH (default 1); FILTER: only the layers whose name contains it ("r18", "mb", "dw", "demo"); REPS
  * (env) runs per layer (default 5, 2 above 2 GMACs). THREADS=1 gives steadier numbers on a
  * shared machine (a busy second core does not hold up every kernel). Times: best of the runs of the kernels alone (tg_stats.kernel_seconds) after a warm-up
  * that compiles; the kernel count includes the padded input copy (docs/onnx.md, "Speed"). */
@@ -20,51 +20,59 @@
 typedef struct layer {
   const char *name;
   int cin, cout, hw, k, stride, groups, count; /* count: how often the models run it */
+  int pad1; /* padding + 1; 0: k/2 (the models' convs) */
 } layer;
 
-/* Distinct conv shapes (input hw) of ResNet-18 and MobileNetV2 at 224x224, padding k/2. */
+/* Distinct conv shapes (input hw) of ResNet-18 and MobileNetV2 at 224x224, padding k/2; then
+ * the demo's. WINO=0 runs the 3x3 stride-1 ones in the direct form (src/nn/winograd.c). */
 static const layer layers[] = {
-    {"r18 stem 7x7/2 3->64", 3, 64, 224, 7, 2, 1, 1},
-    {"r18 3x3 64->64 @56", 64, 64, 56, 3, 1, 1, 4},
-    {"r18 3x3/2 64->128 @56", 64, 128, 56, 3, 2, 1, 1},
-    {"r18 1x1/2 64->128 @56", 64, 128, 56, 1, 2, 1, 1},
-    {"r18 3x3 128->128 @28", 128, 128, 28, 3, 1, 1, 3},
-    {"r18 3x3/2 128->256 @28", 128, 256, 28, 3, 2, 1, 1},
-    {"r18 1x1/2 128->256 @28", 128, 256, 28, 1, 2, 1, 1},
-    {"r18 3x3 256->256 @14", 256, 256, 14, 3, 1, 1, 3},
-    {"r18 3x3/2 256->512 @14", 256, 512, 14, 3, 2, 1, 1},
-    {"r18 1x1/2 256->512 @14", 256, 512, 14, 1, 2, 1, 1},
-    {"r18 3x3 512->512 @7", 512, 512, 7, 3, 1, 1, 3},
-    {"mb stem 3x3/2 3->32", 3, 32, 224, 3, 2, 1, 1},
-    {"mb dw 3x3 32 @112", 32, 32, 112, 3, 1, 32, 1},
-    {"mb pw 32->16 @112", 32, 16, 112, 1, 1, 1, 1},
-    {"mb pw 16->96 @112", 16, 96, 112, 1, 1, 1, 1},
-    {"mb dw 3x3/2 96 @112", 96, 96, 112, 3, 2, 96, 1},
-    {"mb pw 96->24 @56", 96, 24, 56, 1, 1, 1, 1},
-    {"mb pw 24->144 @56", 24, 144, 56, 1, 1, 1, 2},
-    {"mb dw 3x3 144 @56", 144, 144, 56, 3, 1, 144, 1},
-    {"mb pw 144->24 @56", 144, 24, 56, 1, 1, 1, 1},
-    {"mb dw 3x3/2 144 @56", 144, 144, 56, 3, 2, 144, 1},
-    {"mb pw 144->32 @28", 144, 32, 28, 1, 1, 1, 1},
-    {"mb pw 32->192 @28", 32, 192, 28, 1, 1, 1, 3},
-    {"mb dw 3x3 192 @28", 192, 192, 28, 3, 1, 192, 2},
-    {"mb pw 192->32 @28", 192, 32, 28, 1, 1, 1, 2},
-    {"mb dw 3x3/2 192 @28", 192, 192, 28, 3, 2, 192, 1},
-    {"mb pw 192->64 @14", 192, 64, 14, 1, 1, 1, 1},
-    {"mb pw 64->384 @14", 64, 384, 14, 1, 1, 1, 4},
-    {"mb dw 3x3 384 @14", 384, 384, 14, 3, 1, 384, 4},
-    {"mb pw 384->64 @14", 384, 64, 14, 1, 1, 1, 3},
-    {"mb pw 384->96 @14", 384, 96, 14, 1, 1, 1, 1},
-    {"mb pw 96->576 @14", 96, 576, 14, 1, 1, 1, 3},
-    {"mb dw 3x3 576 @14", 576, 576, 14, 3, 1, 576, 2},
-    {"mb pw 576->96 @14", 576, 96, 14, 1, 1, 1, 2},
-    {"mb dw 3x3/2 576 @14", 576, 576, 14, 3, 2, 576, 1},
-    {"mb pw 576->160 @7", 576, 160, 7, 1, 1, 1, 1},
-    {"mb pw 160->960 @7", 160, 960, 7, 1, 1, 1, 3},
-    {"mb dw 3x3 960 @7", 960, 960, 7, 3, 1, 960, 3},
-    {"mb pw 960->160 @7", 960, 160, 7, 1, 1, 1, 2},
-    {"mb pw 960->320 @7", 960, 320, 7, 1, 1, 1, 1},
-    {"mb pw 320->1280 @7", 320, 1280, 7, 1, 1, 1, 1},
+    {"r18 stem 7x7/2 3->64", 3, 64, 224, 7, 2, 1, 1, 0},
+    {"r18 3x3 64->64 @56", 64, 64, 56, 3, 1, 1, 4, 0},
+    {"r18 3x3/2 64->128 @56", 64, 128, 56, 3, 2, 1, 1, 0},
+    {"r18 1x1/2 64->128 @56", 64, 128, 56, 1, 2, 1, 1, 0},
+    {"r18 3x3 128->128 @28", 128, 128, 28, 3, 1, 1, 3, 0},
+    {"r18 3x3/2 128->256 @28", 128, 256, 28, 3, 2, 1, 1, 0},
+    {"r18 1x1/2 128->256 @28", 128, 256, 28, 1, 2, 1, 1, 0},
+    {"r18 3x3 256->256 @14", 256, 256, 14, 3, 1, 1, 3, 0},
+    {"r18 3x3/2 256->512 @14", 256, 512, 14, 3, 2, 1, 1, 0},
+    {"r18 1x1/2 256->512 @14", 256, 512, 14, 1, 2, 1, 1, 0},
+    {"r18 3x3 512->512 @7", 512, 512, 7, 3, 1, 1, 3, 0},
+    {"mb stem 3x3/2 3->32", 3, 32, 224, 3, 2, 1, 1, 0},
+    {"mb dw 3x3 32 @112", 32, 32, 112, 3, 1, 32, 1, 0},
+    {"mb pw 32->16 @112", 32, 16, 112, 1, 1, 1, 1, 0},
+    {"mb pw 16->96 @112", 16, 96, 112, 1, 1, 1, 1, 0},
+    {"mb dw 3x3/2 96 @112", 96, 96, 112, 3, 2, 96, 1, 0},
+    {"mb pw 96->24 @56", 96, 24, 56, 1, 1, 1, 1, 0},
+    {"mb pw 24->144 @56", 24, 144, 56, 1, 1, 1, 2, 0},
+    {"mb dw 3x3 144 @56", 144, 144, 56, 3, 1, 144, 1, 0},
+    {"mb pw 144->24 @56", 144, 24, 56, 1, 1, 1, 1, 0},
+    {"mb dw 3x3/2 144 @56", 144, 144, 56, 3, 2, 144, 1, 0},
+    {"mb pw 144->32 @28", 144, 32, 28, 1, 1, 1, 1, 0},
+    {"mb pw 32->192 @28", 32, 192, 28, 1, 1, 1, 3, 0},
+    {"mb dw 3x3 192 @28", 192, 192, 28, 3, 1, 192, 2, 0},
+    {"mb pw 192->32 @28", 192, 32, 28, 1, 1, 1, 2, 0},
+    {"mb dw 3x3/2 192 @28", 192, 192, 28, 3, 2, 192, 1, 0},
+    {"mb pw 192->64 @14", 192, 64, 14, 1, 1, 1, 1, 0},
+    {"mb pw 64->384 @14", 64, 384, 14, 1, 1, 1, 4, 0},
+    {"mb dw 3x3 384 @14", 384, 384, 14, 3, 1, 384, 4, 0},
+    {"mb pw 384->64 @14", 384, 64, 14, 1, 1, 1, 3, 0},
+    {"mb pw 384->96 @14", 384, 96, 14, 1, 1, 1, 1, 0},
+    {"mb pw 96->576 @14", 96, 576, 14, 1, 1, 1, 3, 0},
+    {"mb dw 3x3 576 @14", 576, 576, 14, 3, 1, 576, 2, 0},
+    {"mb pw 576->96 @14", 576, 96, 14, 1, 1, 1, 2, 0},
+    {"mb dw 3x3/2 576 @14", 576, 576, 14, 3, 2, 576, 1, 0},
+    {"mb pw 576->160 @7", 576, 160, 7, 1, 1, 1, 1, 0},
+    {"mb pw 160->960 @7", 160, 960, 7, 1, 1, 1, 3, 0},
+    {"mb dw 3x3 960 @7", 960, 960, 7, 3, 1, 960, 3, 0},
+    {"mb pw 960->160 @7", 960, 160, 7, 1, 1, 1, 2, 0},
+    {"mb pw 960->320 @7", 960, 320, 7, 1, 1, 1, 1, 0},
+    {"mb pw 320->1280 @7", 320, 1280, 7, 1, 1, 1, 1, 0},
+    /* The demo's 3x3 convs (examples/mnist.c, batch 512: run `bench_onnx_conv 512 demo`), no
+     * padding, and the convs of their input gradients (gy padded by 2, the weight transposed). */
+    {"demo c3 3x3 32->64 @10", 32, 64, 10, 3, 1, 1, 1, 1},
+    {"demo c4 3x3 64->64 @8", 64, 64, 8, 3, 1, 1, 1, 1},
+    {"demo dx4 3x3 64->64 @6", 64, 64, 6, 3, 1, 1, 1, 3},
+    {"demo dx3 3x3 64->32 @8", 64, 32, 8, 3, 1, 1, 1, 3},
 };
 
 /* A realized float32 tensor of the shape, filled from a fixed LCG in [-1, 1). */
@@ -92,7 +100,7 @@ static double cpu_now(void) {
 static double time_layer(const layer *l, tg_tensor *x, tg_tensor *w, tg_tensor *b, int reps, int *kernels, double *cpu) {
   double best = 1e30;
   *cpu = 1e30;
-  int stride[2] = {l->stride, l->stride}, pad[2] = {l->k / 2, l->k / 2};
+  int p = l->pad1 ? l->pad1 - 1 : l->k / 2, stride[2] = {l->stride, l->stride}, pad[2] = {p, p};
   for (int r = 0; r <= reps; r++) {
     tg_scope *s = tg_scope_begin();
     tg_reset_stats();
@@ -123,7 +131,7 @@ int main(int argc, char **argv) {
   for (size_t i = 0; i < sizeof layers / sizeof *layers; i++) {
     const layer *l = &layers[i];
     if (!strstr(l->name, filter)) continue;
-    int64_t oh = (l->hw + 2 * (l->k / 2) - l->k) / l->stride + 1;
+    int64_t oh = (l->hw + 2 * (l->pad1 ? l->pad1 - 1 : l->k / 2) - l->k) / l->stride + 1;
     int64_t xs[4] = {batch, l->cin, l->hw, l->hw}, ws[4] = {l->cout, l->cin / l->groups, l->k, l->k}, bs[1] = {l->cout};
     tg_tensor *x = filled(xs, 4, 1), *w = filled(ws, 4, 2), *b = filled(bs, 1, 3);
     int kernels = 0;

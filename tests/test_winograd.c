@@ -149,29 +149,38 @@ TEST(wino_gradients_match_naive) {
   check_grads(&a, "4"), check_grads(&b, "4"), check_grads(&a, "2");
 }
 
-/* The rule: 3x3, stride 1, no dilation, one group, float32, 16 channels or more in and out, and
- * 32 output tiles or more (the batched matmul's columns). */
+/* The rule: 3x3, stride 1, no dilation, one group, float32, no crop; 64 channels or more in
+ * and out, 32 output tiles of 4x4 or more (the batched matmul's columns), and tiles that cover
+ * at most 1.35x the output (14x14 in 16x16: 1.31x). */
 TEST(wino_rule) {
   tg_scope *sc = tg_scope_begin();
-  int64_t ones[2] = {1, 1}, two[2] = {2, 2};
+  int64_t ones[2] = {1, 1}, two[2] = {2, 2}, zero[2] = {0, 0}, crop[2] = {-1, -1};
   tg_tensor *x = tg_full((int64_t[]){32, 256, 14, 14}, 4, 1, TG_FLOAT32);
   tg_tensor *w = tg_full((int64_t[]){256, 256, 3, 3}, 4, 1, TG_FLOAT32);
   tg_tensor *w5 = tg_full((int64_t[]){256, 256, 5, 5}, 4, 1, TG_FLOAT32);
   tg_tensor *x1 = tg_full((int64_t[]){1, 3, 14, 14}, 4, 1, TG_FLOAT32), *wn = tg_full((int64_t[]){8, 3, 3, 3}, 4, 1, TG_FLOAT32);
-  CHECK(wino_applies(x, w, 2, 1, ones, ones));
-  CHECK(!wino_applies(x, w, 2, 1, two, ones));  /* strided */
-  CHECK(!wino_applies(x, w, 2, 1, ones, two));  /* dilated */
-  CHECK(!wino_applies(x, w, 2, 2, ones, ones));  /* grouped */
-  CHECK(!wino_applies(x, w5, 2, 1, ones, ones)); /* 5x5 */
-  CHECK(!wino_applies(x1, wn, 2, 1, ones, ones)); /* 3 -> 8 channels */
+  CHECK(wino_applies(x, w, ones, ones, 2, 1, ones, ones));
+  CHECK(!wino_applies(x, w, ones, ones, 2, 1, two, ones));  /* strided */
+  CHECK(!wino_applies(x, w, ones, ones, 2, 1, ones, two));  /* dilated */
+  CHECK(!wino_applies(x, w, ones, ones, 2, 2, ones, ones));  /* grouped */
+  CHECK(!wino_applies(x, w, crop, crop, 2, 1, ones, ones));  /* a crop (transposed convs) */
+  CHECK(!wino_applies(x, w5, ones, ones, 2, 1, ones, ones)); /* 5x5 */
+  CHECK(!wino_applies(x1, wn, ones, ones, 2, 1, ones, ones)); /* 3 -> 8 channels */
   tg_tensor *x7 = tg_full((int64_t[]){1, 512, 7, 7}, 4, 1, TG_FLOAT32), *w7 = tg_full((int64_t[]){512, 512, 3, 3}, 4, 1, TG_FLOAT32);
-  CHECK(!wino_applies(x7, w7, 2, 1, ones, ones)); /* 4 tiles of 4x4: the matmul has 4 columns */
+  CHECK(!wino_applies(x7, w7, ones, ones, 2, 1, ones, ones)); /* 4 tiles: the matmul has 4 columns */
   tg_tensor *x8 = tg_full((int64_t[]){8, 512, 7, 7}, 4, 1, TG_FLOAT32);
-  CHECK(wino_applies(x8, w7, 2, 1, ones, ones)); /* 8 images: 32 tiles */
+  CHECK(wino_applies(x8, w7, ones, ones, 2, 1, ones, ones)); /* 8 images: 32 tiles */
+  /* the demo's c3 (32 -> 64 channels) and c4 (a 6x6 output in 8x8 of tiles: 1.78x) */
+  tg_tensor *xc3 = tg_full((int64_t[]){512, 32, 10, 10}, 4, 1, TG_FLOAT32), *wc3 = tg_full((int64_t[]){64, 32, 3, 3}, 4, 1, TG_FLOAT32);
+  tg_tensor *xc4 = tg_full((int64_t[]){512, 64, 8, 8}, 4, 1, TG_FLOAT32), *wc4 = tg_full((int64_t[]){64, 64, 3, 3}, 4, 1, TG_FLOAT32);
+  CHECK(!wino_applies(xc3, wc3, zero, zero, 2, 1, ones, ones));
+  CHECK(!wino_applies(xc4, wc4, zero, zero, 2, 1, ones, ones));
+  CHECK(wino_applies(xc4, wc4, ones, ones, 2, 1, ones, ones)); /* padded: 8x8 outputs, exact tiles */
   setenv("WINO", "0", 1);
-  CHECK(!wino_applies(x, w, 2, 1, ones, ones));
+  CHECK(!wino_applies(x, w, ones, ones, 2, 1, ones, ones));
   setenv("WINO", "4", 1);
-  CHECK(wino_applies(x1, wn, 2, 1, ones, ones));
+  CHECK(wino_applies(x1, wn, ones, ones, 2, 1, ones, ones));
+  CHECK(!wino_applies(x1, wn, crop, crop, 2, 1, ones, ones));
   unsetenv("WINO");
   tg_scope_end(sc);
 }

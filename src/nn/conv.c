@@ -110,13 +110,6 @@ static tg_tensor *direct_conv(tg_tensor *x, tg_tensor *w, const conv_geom *g) {
   return tg_reshape(tg_sum(prod, axes, nsp + 1, false), out, 2 + nsp);
 }
 
-/* No crop among the paddings (the transposed convolutions' negative ones). */
-static bool pads_nonnegative(const conv_geom *g) {
-  for (int j = 0; j < g->nsp; j++)
-    if (g->pad_before[j] < 0 || g->pad_after[j] < 0) return false;
-  return true;
-}
-
 /* d conv / d x: the transposed convolution of gy (correlation of gy, dilated by the stride,
  * with the flipped, transposed weight), padded so that it lands on x's positions. */
 static tg_tensor *conv_input_grad(tg_tensor *gy, tg_tensor *w, const int64_t *xshape, const conv_geom *g) {
@@ -185,7 +178,7 @@ static tg_tensor *conv_graph(tg_tensor *x, tg_tensor *w, const conv_geom *g) {
    * input is recomputed per tap (a bias and a clamp), not stored. */
   bool depthwise = tg_dim(w, 0) == g->groups && tg_dim(w, 1) == 1;
   tg_tensor *y = NULL;
-  if (wino_applies(x, w, nsp, g->groups, g->stride, g->dilation) && pads_nonnegative(g)) {
+  if (wino_applies(x, w, g->pad_before, g->pad_after, nsp, g->groups, g->stride, g->dilation)) {
     y = wino_conv2d(x, w, g->pad_before, g->pad_after); /* the same values, fewer multiplies (winograd.c) */
   } else if (pads && !depthwise) {
     x = tg_contiguous(pad_or_crop(x, g->pad_before, g->pad_after, nsp, 0));

@@ -67,27 +67,36 @@ static const wino_mats *pick_mats(void) {
   return e == 2 ? &mats[0] : &mats[1];
 }
 
-/* The rule (bench_onnx_conv, ResNet-18's 3x3 layers, one thread, docs/nn.md): F(4x4) wins
- * where the batched matmul has enough columns, N*TH*TW tiles: at batch 1, 196 tiles (64
- * channels at 56x56) 2.4 vs 3.5 ms direct, 49 (128 at 28x28) 1.8-2.1 vs 3.6, 16 (256 at 14x14)
- * 3.2-3.5 vs 3.2, 4 (512 at 7x7) 10-22 vs 3.4-7.5 (there the weight transform, 36 x 512 x 512,
- * outweighs the matmul's 4 columns); at batch 32 all four win, 1.2-2.3x. Narrow convs (the
- * first layers of small nets) keep the direct form: their transforms cost as much as the
- * matmul they shrink. */
+/* The rule, measured with bench_onnx_conv (one thread, process CPU time; docs/nn.md): F(4x4)
+ * wins where the channels are wide, the batched matmul has enough columns (output tiles) and
+ * the tiles do not overhang the image much. ResNet-18 at batch 32: 64 channels at 56x56 121 ->
+ * 98 ms, 128 at 28x28 120 -> 56, 256 at 14x14 102-178 -> 59, 512 at 7x7 121 -> 52 (14 and 7
+ * rows in 16 and 8: 1.31x the outputs computed). At batch 1: 196 tiles 3.5 -> 2.4 ms, 49 tiles
+ * 3.6 -> 1.8-2.1, 16 tiles even, 4 tiles (512 at 7x7) 3.4-7.5 -> 10-22 (the 36x512x512 weight
+ * transform outweighs a matmul of 4 columns). The demo's convs at batch 512 lose: 32 -> 64 at
+ * 10x10 (exact tiles) 16-18 -> 24-26 ms, 64 -> 64 with a 6x6 output (1.78x overhang) 25-30 ->
+ * 41-49, the 10x10 output of an input gradient (1.44x) 39-44 -> 53-57. */
+#define WINO_MIN_CHANNELS 64
 #define WINO_MIN_TILES 32
-#define WINO_MIN_CHANNELS 16
+#define WINO_MAX_OVERHANG 1.35
 
-bool wino_applies(tg_tensor *x, tg_tensor *w, int nsp, int64_t groups, const int64_t *stride,
-                  const int64_t *dilation) {
+bool wino_applies(tg_tensor *x, tg_tensor *w, const int64_t *pad_before, const int64_t *pad_after, int nsp,
+                  int64_t groups, const int64_t *stride, const int64_t *dilation) {
   int e = tg_getenv_int("WINO", -1);
   if (e == 0 || nsp != 2 || groups != 1) return false;
   for (int j = 0; j < 2; j++)
-    if (stride[j] != 1 || dilation[j] != 1 || tg_dim(w, 2 + j) != 3) return false;
+    if (stride[j] != 1 || dilation[j] != 1 || tg_dim(w, 2 + j) != 3 || pad_before[j] < 0 || pad_after[j] < 0)
+      return false;
   if (tg_get_dtype(x) != TG_FLOAT32 || tg_get_dtype(w) != TG_FLOAT32) return false;
   if (e > 0) return true;
   int64_t tiles = tg_dim(x, 0);
-  for (int j = 0; j < 2; j++) tiles *= (tg_dim(x, 2 + j) + 3) / 4; /* padding 1: the output is the input's size */
-  return tg_dim(w, 0) >= WINO_MIN_CHANNELS && tg_dim(w, 1) >= WINO_MIN_CHANNELS && tiles >= WINO_MIN_TILES;
+  double computed = 1, outputs = 1;
+  for (int j = 0; j < 2; j++) {
+    int64_t out = tg_dim(x, 2 + j) + pad_before[j] + pad_after[j] - 2, t = (out + 3) / 4;
+    tiles *= t, computed *= (double)(4 * t), outputs *= (double)out;
+  }
+  return tg_dim(w, 0) >= WINO_MIN_CHANNELS && tg_dim(w, 1) >= WINO_MIN_CHANNELS && tiles >= WINO_MIN_TILES &&
+         computed <= WINO_MAX_OVERHANG * outputs;
 }
 
 /* U = G g G^T as (a*a, K, C). */

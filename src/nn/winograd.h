@@ -6,10 +6,11 @@
 
 #include "nn/windows.h"
 
-/* Whether conv2d of x (N, C, H, W) with w (K, C, 3, 3), stride 1, dilation 1, one group, is
- * worth running as Winograd (the measured rule in winograd.c, docs/nn.md). */
-bool wino_applies(tg_tensor *x, tg_tensor *w, int nsp, int64_t groups, const int64_t *stride,
-                  const int64_t *dilation);
+/* Whether conv2d of x (N, C, H, W) with w (K, C, 3, 3), padded by before/after (a crop: no),
+ * stride 1, dilation 1, one group, is worth running as Winograd (the measured rule in
+ * winograd.c, docs/nn.md). WINO=0 in the environment: never; WINO=2 or 4: wherever it can. */
+bool wino_applies(tg_tensor *x, tg_tensor *w, const int64_t *pad_before, const int64_t *pad_after, int nsp,
+                  int64_t groups, const int64_t *stride, const int64_t *dilation);
 
 /* The convolution (no bias) of x with w padded by before/after (>= 0) per spatial axis, as
  * tensor ops; NULL with the error set on failure. Same values as the direct form within float
