@@ -1,12 +1,14 @@
 /* onnx_run.c — run an ONNX model with tg (docs/onnx.md).
  *
- *   example_onnx_run MODEL.onnx [INPUT.pb ...] [--seed S] [--bench N] [--batch B] [--out DIR]
+ *   example_onnx_run MODEL.onnx [INPUT.pb ...] [--seed S] [--bench N] [--jit] [--batch B] [--out DIR]
  *
  * Inputs come from the .pb files given (TensorProto, graph-input order) or, for those not
  * given, are random normal (seeded) of the declared shape, a symbolic dim taking --batch
  * (default 1). Prints each output's shape and first values; --bench N runs N more times
- * (after one warm-up run that compiles) and prints the latency; --out DIR writes each output's
- * raw bytes to DIR/output_K.bin (for comparing with another runtime). */
+ * (after one warm-up run that compiles) and prints the latency, with --jit through a tg_jit
+ * (the runs after the first two replay the recorded kernels: no graph built or scheduled);
+ * --out DIR writes each output's raw bytes to DIR/output_K.bin (for comparing with another
+ * runtime). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +35,11 @@ static tg_tensor *random_input(tg_onnx_model *m, int i, int64_t batch) {
     if (shape[d] < 0) shape[d] = batch;
   if (tg_dtype_is_float(dt)) return tg_cast(tg_randn(shape, nd, TG_FLOAT32), dt);
   return tg_randint(shape, nd, 0, 2, dt == TG_DTYPE_COUNT ? TG_INT64 : dt);
+}
+
+/* tg_jit's function: one run of the model. */
+static int run_model(void *model, tg_tensor *const *in, int nin, tg_tensor **out, int nout) {
+  return tg_onnx_run(model, in, nin, out, nout);
 }
 
 static void print_output(const char *name, tg_tensor *t) {
@@ -68,18 +75,19 @@ static int write_output(const char *dir, int i, tg_tensor *t) {
 
 int main(int argc, char **argv) {
   const char *model = NULL, *pbs[MAX_IO], *outdir = NULL;
-  int npb = 0, bench = 0;
+  int npb = 0, bench = 0, jit = 0;
   int64_t batch = 1;
   uint64_t seed = 0;
   for (int a = 1; a < argc; a++) {
     if (!strcmp(argv[a], "--bench") && a + 1 < argc) bench = atoi(argv[++a]);
+    else if (!strcmp(argv[a], "--jit")) jit = 1;
     else if (!strcmp(argv[a], "--batch") && a + 1 < argc) batch = atoll(argv[++a]);
     else if (!strcmp(argv[a], "--seed") && a + 1 < argc) seed = strtoull(argv[++a], NULL, 10);
     else if (!strcmp(argv[a], "--out") && a + 1 < argc) outdir = argv[++a];
     else if (!model) model = argv[a];
     else if (npb < MAX_IO) pbs[npb++] = argv[a];
   }
-  if (!model) return fprintf(stderr, "usage: %s MODEL.onnx [INPUT.pb ...] [--seed S] [--bench N] [--batch B] [--out DIR]\n", argv[0]), 2;
+  if (!model) return fprintf(stderr, "usage: %s MODEL.onnx [INPUT.pb ...] [--seed S] [--bench N] [--jit] [--batch B] [--out DIR]\n", argv[0]), 2;
   tg_onnx_model *m = tg_onnx_load(model);
   if (!m) return fprintf(stderr, "%s\n", tg_last_error()), 1;
   int ni = tg_onnx_num_inputs(m), no = tg_onnx_num_outputs(m);
@@ -99,16 +107,26 @@ int main(int argc, char **argv) {
     if (write_output(outdir, i, out[i])) return fprintf(stderr, "writing output %d failed\n", i), 1;
   if (bench > 0) {
     double best = 1e30, total = 0;
+    tg_jit *j = jit ? tg_jit_new(run_model, m) : NULL;
+    for (int r = 0; j && r < 2; r++) { /* the recordings: compared, then replayed */
+      tg_scope *s = tg_scope_begin();
+      tg_tensor *o[MAX_IO];
+      if (tg_jit_call(j, in, ni, o, no)) return fprintf(stderr, "%s\n", tg_last_error()), 1;
+      tg_scope_end(s);
+    }
     tg_reset_stats();
     for (int r = 0; r < bench; r++) {
       tg_scope *s = tg_scope_begin();
       tg_tensor *o[MAX_IO];
       double t = now();
-      if (tg_onnx_run(m, in, ni, o, no) || tg_realize_many(o, no)) return fprintf(stderr, "%s\n", tg_last_error()), 1;
+      if (j ? tg_jit_call(j, in, ni, o, no) : tg_onnx_run(m, in, ni, o, no) || tg_realize_many(o, no))
+        return fprintf(stderr, "%s\n", tg_last_error()), 1;
       t = now() - t;
       total += t, best = t < best ? t : best;
       tg_scope_end(s);
     }
+    if (j && !tg_jit_replaying(j)) return fprintf(stderr, "the jit did not replay\n"), 1;
+    tg_jit_free(j);
     tg_stats st = tg_get_stats();
     printf("latency over %d runs: mean %.3f ms, best %.3f ms (per run: %.3f ms in %llu kernels, %.3f ms scheduling)\n",
            bench, 1e3 * total / bench, 1e3 * best, 1e3 * st.kernel_seconds / bench,

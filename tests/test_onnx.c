@@ -54,6 +54,34 @@ TEST(onnx_add_relu_gemm_values) {
   tg_onnx_free(m);
 }
 
+/* tg_onnx_run through a tg_jit (example_onnx_run --jit, bench/onnx_bench.py): the recorded
+ * kernels replay with each call's input and give the values a plain run gives. */
+static int run_add_relu(void *m, tg_tensor *const *in, int nin, tg_tensor **out, int nout) {
+  return tg_onnx_run(m, in, nin, out, nout);
+}
+
+TEST(onnx_run_replays_through_tg_jit) {
+  tg_onnx_model *m = tg_onnx_load(FIX "add_relu.onnx");
+  CHECK(m != NULL);
+  if (!m) return;
+  tg_jit *jit = tg_jit_new(run_add_relu, m);
+  for (int call = 0; call < 5; call++) {
+    tg_scope *s = tg_scope_begin();
+    float x[6], y[6], z[4], y_ref[6], z_ref[4];
+    for (int i = 0; i < 6; i++) x[i] = (float)((i * 7 + call * 3) % 11) - 5;
+    tg_tensor *in = tg_from_data(x, TG_FLOAT32, (int64_t[]){2, 3}, 2), *out[2], *ref[2];
+    CHECK(tg_jit_call(jit, &in, 1, out, 2) == 0);
+    CHECK(tg_onnx_run(m, &in, 1, ref, 2) == 0);
+    CHECK(tg_to_host(out[0], y, sizeof y) == 0 && tg_to_host(out[1], z, sizeof z) == 0);
+    CHECK(tg_to_host(ref[0], y_ref, sizeof y_ref) == 0 && tg_to_host(ref[1], z_ref, sizeof z_ref) == 0);
+    CHECK(!memcmp(y, y_ref, sizeof y) && !memcmp(z, z_ref, sizeof z));
+    tg_scope_end(s);
+  }
+  CHECK(tg_jit_replaying(jit));
+  tg_jit_free(jit);
+  tg_onnx_free(m);
+}
+
 TEST(onnx_outputs_belong_to_the_callers_scope) {
   tg_stats before = tg_get_stats();
   tg_onnx_model *m = tg_onnx_load(FIX "add_relu.onnx");
