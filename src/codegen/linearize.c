@@ -258,7 +258,9 @@ typedef struct scratch_ctx {
   ptrmap subst;   /* node → the node with r replaced by o */
   ptrmap outputs; /* nodes the output loops compute */
   ptrmap seen;
-  ptrmap loads;   /* the output's E → its scratch LOAD */
+  ptrmap loads;   /* the output's E → its scratch LOAD; a later reduction → itself reading them */
+  uop *kept[ROW_SCRATCH_MAX], *array[ROW_SCRATCH_MAX]; /* each kept E with r, and its array */
+  int nkept;
 } scratch_ctx;
 
 static uop *subst_range(scratch_ctx *s, uop *u) {
@@ -306,6 +308,7 @@ static void keep_in_scratch(scratch_ctx *s, uop *u, uop *v) {
   uop *ld[2] = {g, w ? uop_mul(s->o, uop_idx(w)) : s->o};
   ptrmap_put(&c->scratch_store, u, uop_new_vec(OP_STORE, u->dtype, w, st, 3, arg, w ? 3 : 0));
   ptrmap_put(&s->loads, v, uop_new_vec(OP_LOAD, u->dtype, w, ld, 2, arg, w ? 3 : 0));
+  s->kept[s->nkept] = u, s->array[s->nkept++] = g;
 }
 
 /* The largest subexpressions of the reduction's body that the output computes too. */
@@ -317,16 +320,61 @@ static void find_shared(scratch_ctx *s, uop *u) {
   for (int i = 0; i < u->nsrc; i++) find_shared(s, u->src[i]);
 }
 
-/* u with the output's E replaced by scratch LOADs (memoized in s->subst's place: a new map). */
+/* u with the nodes of s->loads replaced (the output's E by its LOAD, a later reduction by
+ * its copy reading the arrays). */
 static uop *use_loads(scratch_ctx *s, uop *u, ptrmap *memo) {
   uop *l = ptrmap_get(&s->loads, u), *v, *src[256];
-  if (l) return l;
-  if (!(deps_of(s->c, u) & deps_of(s->c, s->o)) || u->nsrc > 256) return u;
+  if (l && l->op != OP_REDUCE) return l;
+  if (l) u = l; /* a later reduction's copy: what it reads of other such reductions too */
+  if (u->nsrc == 0 || u->nsrc > 256) return u;
   if ((v = ptrmap_get(memo, u))) return v;
   for (int i = 0; i < u->nsrc; i++) src[i] = use_loads(s, u->src[i], memo);
   v = uop_replace_src(u, src, u->nsrc);
   ptrmap_put(memo, u, v);
   return v;
+}
+
+/* In x (a later reduction's body, over range r2): the kept values, with r2 for r, replaced by
+ * their arrays' elements at r2 (kept: E with r2 → its LOAD). */
+static uop *read_kept(scratch_ctx *s, uop *x, uop *r2, ptrmap *kept, ptrmap *memo) {
+  uop *l = ptrmap_get(kept, x), *v, *src[256];
+  if (l) return l;
+  if (!(deps_of(s->c, x) & deps_of(s->c, r2)) || x->nsrc > 256) return x;
+  if ((v = ptrmap_get(memo, x))) return v;
+  for (int i = 0; i < x->nsrc; i++) src[i] = read_kept(s, x->src[i], r2, kept, memo);
+  v = uop_replace_src(x, src, x->nsrc);
+  ptrmap_put(memo, x, v);
+  return v;
+}
+
+/* A later row reduction R2 (it needs u's value, so it runs after u's loop) over the row's
+ * elements (a range with r's end) that computes a kept value again (softmax's backward: the
+ * sum of g·y recomputes y's exp) reads it from the array instead: R2 → its copy, in s->loads. */
+static void later_reduce_reads(scratch_ctx *s, uop *u, uop *r2red) {
+  int nb = reduce_nbody(r2red);
+  uop *r2 = r2red->src[nb];
+  if (r2red->nsrc != nb + 1 || r2->op != OP_RANGE || r2->src[0] != s->r->src[0]) return;
+  ptrmap seen = {0};
+  bool after = reaches(r2red, u, &seen);
+  ptrmap_free(&seen);
+  if (!after) return;
+  scratch_ctx t = {.c = s->c, .r = s->r, .o = r2, .rbit = s->rbit};
+  ptrmap kept = {0}, memo = {0};
+  for (int k = 0; k < s->nkept; k++) {
+    uop *w = subst_range(&t, s->kept[k]), *g = s->array[k];
+    int vc = s->kept[k]->vcount;
+    int64_t arg[3] = {vc, 1, 0};
+    uop *ld[2] = {g, vc ? uop_mul(r2, uop_idx(vc)) : r2};
+    if (w) ptrmap_put(&kept, w, uop_new_vec(OP_LOAD, w->dtype, vc, ld, 2, arg, vc ? 3 : 0));
+  }
+  uop *src[64];
+  bool changed = false;
+  for (int i = 0; i < r2red->nsrc && i < 64; i++) {
+    src[i] = i < nb ? read_kept(s, r2red->src[i], r2, &kept, &memo) : r2red->src[i];
+    changed |= src[i] != r2red->src[i];
+  }
+  if (changed && r2red->nsrc <= 64) ptrmap_put(&s->loads, r2red, uop_replace_src(r2red, src, r2red->nsrc));
+  ptrmap_free(&t.subst), ptrmap_free(&kept), ptrmap_free(&memo);
 }
 
 /* The not yet open output loop over r's end (the row's elements), or NULL. */
@@ -347,6 +395,8 @@ static bool plan_scratch(lin_ctx *c, uop *u) {
   s.rbit = deps_of(c, s.r);
   collect_outputs(&s, *c->sink);
   for (int i = 0; i < nb; i++) find_shared(&s, u->src[i]);
+  for (size_t i = 0; i < c->reduces.n && s.nkept; i++)
+    if (c->reduces.v[i] != u && !emitted(c, c->reduces.v[i])) later_reduce_reads(&s, u, c->reduces.v[i]);
   if (s.loads.count) {
     ptrmap memo = {0};
     *c->sink = use_loads(&s, *c->sink, &memo);
