@@ -861,7 +861,8 @@ uop *lower_kernel(uop *ast, const kshape *ks_in, int stage, kernel_info *info) {
   }
   lower_ctx c = {.ks = ks_in, .stage = stage, .lane = -1, .lane2 = -1, .out_numel = shape_numel(ast->arg, ast->narg)};
   kernel_facts(ast, info);
-  info->row_scratch = ks_in != &plain && ks_in->local_max <= 1; /* host devices (codegen.h) */
+  /* host devices (codegen.h): a work-item device's state is scalar (kshape_use_workgroups) */
+  info->row_scratch = ks_in != &plain && !ks_in->scalar && ks_in->local_max <= 1;
   setup_vars(&c, ast);
   setup_dsym(&c, ast, first_reduce(ast));
   setup_axes(&c, stage);
