@@ -1,8 +1,10 @@
-/* test_winograd.c — 3x3 stride-1 convolutions by Winograd F(2x2,3x3) and F(4x4,3x3)
- * (src/nn/winograd.c): values against naive C loops in double (odd sizes, channel counts that
- * are not multiples of the vector width, padding 0-2, batch > 1, a bias), gradients of x, w and
- * the bias against naive loops, float32 rounding at ResNet-18's widest layer, and the rule that
- * picks the algorithm. WINO=2 / WINO=4 force a tile size, WINO=0 the direct form. */
+/* test_winograd.c — the conv algorithms besides the direct form: 3x3 stride-1 convolutions by
+ * Winograd F(2x2,3x3) and F(4x4,3x3) (src/nn/winograd.c) and strided convs as a matmul over
+ * stored windows (conv.c, strided_matmul_conv). Values against naive C loops in double (odd
+ * sizes, channel counts that are not multiples of the vector width, padding 0-2, batch > 1, a
+ * bias), gradients of x, w and the bias against naive loops, float32 rounding at ResNet-18's
+ * widest layer, and the rules that pick the algorithm. WINO=2 / WINO=4 force a tile size,
+ * WINO=0 the direct form; IM2COL=1 / IM2COL=0 the same for strided convs. */
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -182,5 +184,88 @@ TEST(wino_rule) {
   CHECK(wino_applies(x1, wn, ones, ones, 2, 1, ones, ones));
   CHECK(!wino_applies(x1, wn, crop, crop, 2, 1, ones, ones));
   unsetenv("WINO");
+  tg_scope_end(sc);
+}
+
+/* ---- strided convs as a matmul over stored windows (conv.c) */
+
+typedef struct sshape { int n, c, h, w, k, kh, kw, stride, pad; } sshape;
+
+/* conv2d of seeded data, stride s, under IM2COL=mode (NULL: the rule), against naive loops;
+ * with grads, also dx and dw of sum(y * gy). Returns the largest relative error. */
+static double strided_error(const sshape *s, const char *mode, bool grads) {
+  int oh = (s->h + 2 * s->pad - s->kh) / s->stride + 1, ow = (s->w + 2 * s->pad - s->kw) / s->stride + 1;
+  int64_t nx = (int64_t)s->n * s->c * s->h * s->w, nw = (int64_t)s->k * s->c * s->kh * s->kw;
+  int64_t ny = (int64_t)s->n * s->k * oh * ow;
+  float *x = malloc(sizeof(float) * nx), *w = malloc(sizeof(float) * nw), *gy = malloc(sizeof(float) * ny);
+  float *y = malloc(sizeof(float) * ny), *gx = malloc(sizeof(float) * nx), *gw = malloc(sizeof(float) * nw);
+  double *wy = calloc((size_t)ny, sizeof(double)), *wx = calloc((size_t)nx, sizeof(double));
+  double *ww = calloc((size_t)nw, sizeof(double)), err = 1e30;
+  fill(x, nx, 8), fill(w, nw, 9), fill(gy, ny, 10);
+  for (int n = 0; n < s->n; n++)
+    for (int k = 0; k < s->k; k++)
+      for (int i = 0; i < oh; i++)
+        for (int j = 0; j < ow; j++) {
+          int64_t yi = ((int64_t)(n * s->k + k) * oh + i) * ow + j;
+          for (int c = 0; c < s->c; c++)
+            for (int u = 0; u < s->kh; u++)
+              for (int v = 0; v < s->kw; v++) {
+                int ih = i * s->stride + u - s->pad, iw = j * s->stride + v - s->pad;
+                if (ih < 0 || ih >= s->h || iw < 0 || iw >= s->w) continue;
+                int64_t xi = ((int64_t)(n * s->c + c) * s->h + ih) * s->w + iw, wi = ((k * s->c + c) * s->kh + u) * s->kw + v;
+                wy[yi] += (double)x[xi] * w[wi], wx[xi] += (double)gy[yi] * w[wi], ww[wi] += (double)gy[yi] * x[xi];
+              }
+        }
+  if (mode) setenv("IM2COL", mode, 1);
+  tg_scope *sc = tg_scope_begin();
+  tg_tensor *tx = tg_from_data(x, TG_FLOAT32, (int64_t[]){s->n, s->c, s->h, s->w}, 4);
+  tg_tensor *tw = tg_from_data(w, TG_FLOAT32, (int64_t[]){s->k, s->c, s->kh, s->kw}, 4);
+  tg_tensor *out = tg_conv2d(tx, tw, NULL, (const int[]){s->stride, s->stride}, (const int[]){s->pad, s->pad}, NULL, 1);
+  if (out && tg_to_host(out, y, sizeof(float) * ny) == 0) err = rel_err(y, wy, ny);
+  if (grads) {
+    tg_tensor *wrt[2] = {tx, tw}, *d[2] = {0};
+    tg_tensor *tgy = tg_from_data(gy, TG_FLOAT32, (int64_t[]){s->n, s->k, oh, ow}, 4);
+    bool ok = tg_gradient(tg_sum(tg_mul(out, tgy), NULL, 0, false), wrt, 2, d) == 0 && d[0] && d[1] &&
+              tg_to_host(d[0], gx, sizeof(float) * nx) == 0 && tg_to_host(d[1], gw, sizeof(float) * nw) == 0;
+    double ex = ok ? rel_err(gx, wx, nx) : 1e30, ew = ok ? rel_err(gw, ww, nw) : 1e30;
+    err = ex > err ? ex : ew > err ? ew : err;
+  }
+  tg_scope_end(sc);
+  unsetenv("IM2COL");
+  free(x), free(w), free(gy), free(y), free(gx), free(gw), free(wy), free(wx), free(ww);
+  return err;
+}
+
+/* Forced (IM2COL=1) on odd sizes, non-square kernels, strides 2 and 3, padding 0-2, with
+ * gradients; then ResNet-18-like shapes the rule itself takes (64 input channels). */
+TEST(conv_strided_matmul_matches_naive) {
+  static const sshape forced[] = {
+      {2, 3, 9, 11, 5, 3, 3, 2, 1}, {1, 7, 10, 7, 9, 1, 1, 2, 0}, {3, 5, 11, 13, 4, 3, 2, 3, 2}, {2, 17, 8, 8, 6, 2, 2, 2, 0},
+  };
+  for (size_t i = 0; i < sizeof forced / sizeof *forced; i++) {
+    double e = strided_error(&forced[i], "1", true);
+    if (e > 1e-5) printf("  forced shape %zu: relative error %.3g\n", i, e);
+    CHECK(e <= 1e-5);
+  }
+  static const sshape rule[] = {{2, 64, 13, 13, 70, 3, 3, 2, 1}, {2, 64, 12, 12, 24, 1, 1, 2, 0}};
+  for (size_t i = 0; i < sizeof rule / sizeof *rule; i++) {
+    double e = strided_error(&rule[i], NULL, i == 0);
+    if (e > 1e-5) printf("  rule shape %zu: relative error %.3g\n", i, e);
+    CHECK(e <= 1e-5);
+  }
+}
+
+/* A dense strided conv with 64 input channels or more (the rule's) on all-ones inputs against
+ * hand-computed sums: an interior output of a 3x3/2 conv with padding 1 sums 9 taps of each of
+ * the 64 channels (576), the corner 4 (256), the first row's others 6 (384). */
+TEST(conv_strided_matmul_hand_values) {
+  tg_scope *sc = tg_scope_begin();
+  tg_tensor *x = tg_full((int64_t[]){4, 64, 28, 28}, 4, 1, TG_FLOAT32), *w = tg_full((int64_t[]){128, 64, 3, 3}, 4, 1, TG_FLOAT32);
+  tg_tensor *y = tg_conv2d(x, w, NULL, (const int[]){2, 2}, (const int[]){1, 1}, NULL, 1);
+  float y0[2], y1[2];
+  CHECK(y && tg_realize(y) == 0);
+  CHECK(tg_to_host(tg_shrink(y, (int64_t[]){3, 127, 1, 1}, (int64_t[]){4, 128, 2, 3}), y0, sizeof y0) == 0);
+  CHECK(tg_to_host(tg_shrink(y, (int64_t[]){0, 0, 0, 0}, (int64_t[]){1, 1, 1, 2}), y1, sizeof y1) == 0);
+  CHECK(y0[0] == 576 && y0[1] == 576 && y1[0] == 256 && y1[1] == 384);
   tg_scope_end(sc);
 }

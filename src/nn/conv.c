@@ -2,7 +2,9 @@
  * sliding windows are a view of the input made only of movement ops (windows.c), and a
  * convolution is a broadcast multiply of those windows with the weight followed by a sum. No
  * im2col copy is made: the scheduler turns the whole thing (plus a bias add or any elementwise
- * op after it) into one reduction kernel.
+ * op after it) into one reduction kernel. Two measured rules pick other algorithms: wide 3x3
+ * stride-1 convs run as Winograd F(4x4,3x3) (winograd.c), and wide strided convs as a matmul
+ * over their windows stored once (strided_matmul_conv), which a matmul's panels make faster.
  *
  * A convolution carries its own derivative (a GRADFN node, see grad/gradient.h): the input
  * gradient is a transposed convolution (again one reduction kernel) and the weight gradient
@@ -15,6 +17,7 @@
 #include "grad/gradient.h"
 #include "nn/windows.h"
 #include "nn/winograd.h"
+#include "runtime/helpers.h"
 #include "tensor/shape.h"
 
 /* weight (G*Cin, Cout, *k) → (G*Cout, Cin, *k) with the kernel flipped: the convolution weight
@@ -110,6 +113,42 @@ static tg_tensor *direct_conv(tg_tensor *x, tg_tensor *w, const conv_geom *g) {
   return tg_reshape(tg_sum(prod, axes, nsp + 1, false), out, 2 + nsp);
 }
 
+/* A strided conv as a matmul per image: its windows stored once as (N, Cin*k, *o) columns
+ * (an im2col copy), then (Cout, Cin*k) @ (Cin*k, o). The direct form cannot vectorize along
+ * an output row (x is read every s-th element) and reached 17-40 GFLOPS on ResNet-18's 3x3/2
+ * layers; a matmul gets the panels and register tiles of layout.c. x is the padded view. */
+static tg_tensor *strided_matmul_conv(tg_tensor *x, tg_tensor *w, const conv_geom *g) {
+  int nsp = g->nsp, nd = 2 + 2 * nsp, perm[TG_MAX_DIMS];
+  int64_t k[TG_MAX_DIMS] = {0}, taps = tg_dim(w, 1), outs = 1, out[TG_MAX_DIMS];
+  for (int j = 0; j < nsp; j++) k[j] = tg_dim(w, 2 + j), taps *= k[j];
+  tg_tensor *win = pool_windows(x, k, g->stride, g->dilation, nsp); /* (N, Cin, *o, *k) */
+  if (!win) return NULL;
+  perm[0] = 0, perm[1] = 1;
+  for (int j = 0; j < nsp; j++) perm[2 + j] = 2 + nsp + j, perm[2 + nsp + j] = 2 + j, outs *= tg_dim(win, 2 + j);
+  out[0] = tg_dim(x, 0), out[1] = tg_dim(w, 0);
+  for (int j = 0; j < nsp; j++) out[2 + j] = tg_dim(win, 2 + j);
+  int64_t cs[3] = {tg_dim(x, 0), taps, outs}, ws[2] = {tg_dim(w, 0), taps};
+  tg_tensor *cols = tg_reshape(tg_contiguous(tg_permute(win, perm, nd)), cs, 3); /* (N, Cin*k, o) */
+  return tg_reshape(tg_contiguous(tg_matmul(tg_reshape(w, ws, 2), cols)), out, 2 + nsp); /* stored as (N, Cout, o): the matmul keeps its panel axes */
+}
+
+/* The rule for strided_matmul_conv, one thread, batch 32, CPU ms, direct -> matmul: ResNet-18's
+ * 3x3/2 64->128 126-142 -> 70, 128->256 136-170 -> 71, 256->512 249-252 -> 101-104; its 1x1/2
+ * 13-26 -> 8-11. Its 7x7/2 stem (3 input channels: 147 taps, 236 MB of columns at batch 32)
+ * 152-198 -> 435-444 and MobileNetV2's 3x3/2 stem (3 channels) 36 -> 42-47 stay direct.
+ * 64 input channels is the narrowest measured win (narrower ones keep the direct form and its
+ * channels-last lanes, test ops_conv_strided_lanes_along_channels). IM2COL=0 in the
+ * environment: never; IM2COL=1: every strided dense conv. */
+#define IM2COL_MIN_CHANNELS 64
+
+static bool strided_as_matmul(tg_tensor *w, const conv_geom *g) {
+  int e = tg_getenv_int("IM2COL", -1);
+  if (e == 0 || g->groups != 1 || !strided(w, g)) return false;
+  for (int j = 0; j < g->nsp; j++)
+    if (g->pad_before[j] < 0 || g->pad_after[j] < 0) return false;
+  return e > 0 || tg_dim(w, 1) >= IM2COL_MIN_CHANNELS;
+}
+
 /* d conv / d x: the transposed convolution of gy (correlation of gy, dilated by the stride,
  * with the flipped, transposed weight), padded so that it lands on x's positions. */
 static tg_tensor *conv_input_grad(tg_tensor *gy, tg_tensor *w, const int64_t *xshape, const conv_geom *g) {
@@ -180,6 +219,8 @@ static tg_tensor *conv_graph(tg_tensor *x, tg_tensor *w, const conv_geom *g) {
   tg_tensor *y = NULL;
   if (wino_applies(x, w, g->pad_before, g->pad_after, nsp, g->groups, g->stride, g->dilation)) {
     y = wino_conv2d(x, w, g->pad_before, g->pad_after); /* the same values, fewer multiplies (winograd.c) */
+  } else if (strided_as_matmul(w, g)) { /* the column copy reads the padded view: no copy before it */
+    y = strided_matmul_conv(pad_or_crop(x, g->pad_before, g->pad_after, nsp, 0), w, g);
   } else if (pads && !depthwise) {
     x = tg_contiguous(pad_or_crop(x, g->pad_before, g->pad_after, nsp, 0));
     for (int j = 0; j < nsp; j++) unpadded.pad_before[j] = unpadded.pad_after[j] = 0;
