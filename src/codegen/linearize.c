@@ -245,7 +245,8 @@ static void hoist_row_values(lin_ctx *c, uop *u) {
 /* A row reduction's operand E that the row's output loop computes again (softmax's
  * exp2(c·(x − max)): the sum's body and every output's numerator) is stored into a per-row
  * local array in the reduction's loop and loaded back in the output loop instead of being
- * recomputed (docs/optimizer.md, "Row kernels"). The output's E is the reduction's with the
+ * recomputed (docs/optimizer.md, "Row scratch"); a later row reduction that computes E again
+ * reads it too (later_reduce_reads). The output's E is the reduction's with the
  * reduce range replaced by the output loop's (equal nodes: interned), over the same end, so
  * element i of the array holds exactly the value the output needs at i. Only where E costs at
  * least ROW_SCRATCH_MIN_OPS ALU ops per element (else the store and load cost as much), for
