@@ -24,6 +24,7 @@ typedef struct device_caps {
   int vector_bytes;     /* bytes in one vector register (16, 32, 64) */
   int vector_registers; /* vector registers the register tile may use */
   int64_t l2_bytes;     /* cache a block reused by a loop should fit in */
+  int64_t llc_bytes;    /* last-level cache: a store to a larger buffer streams past it (0: never) */
   int threads;          /* cores the parallel axis is split over */
   int64_t local_bytes;  /* shared/local memory of a workgroup (0: none) */
   int max_local_size;   /* work-items in a workgroup (1: no workgroups) */
@@ -126,6 +127,7 @@ typedef struct kshape {
    * threads and a second stage there). */
   int local_max;
   int64_t local_bytes;
+  int64_t stream_bytes; /* stores to a buffer larger than this stream past the caches (0: none) */
   tg_dtype red_dtype; /* dtype of the first reduction (its partials in local memory) */
   /* Tensor cores: the device's shapes (caps.tc; 0 on host devices and without a warp of 32),
    * the dim triples a tile can take (tc_match: a float32 sum of products of two 16-bit float

@@ -692,7 +692,10 @@ static bool lane_contiguous(lower_ctx *c, uop *idx, uop **base, bool *aligned, b
 
 static bool vector_dtype(tg_dtype dt) { return dt != TG_BOOL && !dtype_is_half(dt); }
 
-/* LOAD/STORE(g, base + lane, …) → LOAD/STORE(g, base, …) with arg [lanes, aligned, checked].
+/* LOAD/STORE(g, base + lane, …) → LOAD/STORE(g, base, …) with arg [lanes, aligned, checked],
+ * and for an aligned, unmasked store to a buffer larger than the last-level cache a fourth,
+ * streaming: written past the caches (no read of each line before its write: softmax and
+ * elementwise kernels over 64 MB moved a third more bytes than a copy).
  * A checked load (its mask differs per lane, or its lanes run through a padded dim's clamp)
  * reads the whole vector only when it lies inside the buffer (DEFINE_GLOBAL arg[1] elements),
  * keeping the valid lanes, and otherwise reads lane k at base + k clamped into the buffer.
@@ -716,8 +719,11 @@ static uop *vector_access(void *ctx, uop *u, uop **cap) {
   uop *src[4];
   memcpy(src, u->src, sizeof(uop *) * (size_t)u->nsrc);
   src[1] = base;
-  int64_t arg[3] = {c->lanes, aligned, checked};
-  return uop_new(u->op, u->dtype, src, u->nsrc, arg, 3);
+  int64_t arg[4] = {c->lanes, aligned, checked, 0};
+  uop *g = u->src[0];
+  if (store && aligned && !checked && u->nsrc == 3 && c->ks->stream_bytes > 0 && g->op == OP_DEFINE_GLOBAL)
+    arg[3] = (double)g->arg[1] * (double)tg_dtype_size(dt) > (double)c->ks->stream_bytes;
+  return uop_new(u->op, u->dtype, src, u->nsrc, arg, arg[3] ? 4 : 3);
 }
 
 static const rule vector_rule_list[] = {

@@ -169,8 +169,8 @@ device cpu_device = {
  * device under its lock). */
 static int cpu_open(void) {
   pthread_once(&cpu.once, cpu_detect);
-  long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+  int64_t l2 = host_cache_bytes(2), l3 = host_cache_bytes(3);
   cpu_device.caps = (device_caps){.vector_bytes = cpu.vector_bytes, .vector_registers = cpu.vector_bytes == 64 ? 32 : 16,
-                     .l2_bytes = l2 > 0 ? l2 : 1 << 20, .threads = threadpool_size(), .max_local_size = 1, .warp = 1};
+                     .l2_bytes = l2 > 0 ? l2 : 1 << 20, .llc_bytes = l3 > 0 ? l3 : 0, .threads = threadpool_size(), .max_local_size = 1, .warp = 1};
   return 0;
 }

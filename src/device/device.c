@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "device/llvm.h"
 #include "runtime/helpers.h"
@@ -164,4 +165,36 @@ void *device_mem_alloc(const device *d, size_t nbytes) {
 void device_mem_free(const device *d, void *mem) {
   if (d->alloc) d->free(mem);
   else free(mem);
+}
+
+/* ---------------------------------------------------------------- host caches */
+
+static int64_t sysfs_cache_bytes(int level) {
+  for (int i = 0; i < 8; i++) {
+    char path[96], type[32] = "";
+    int lv = 0;
+    snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", i);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    int ok = fscanf(f, "%d", &lv) == 1;
+    fclose(f);
+    snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/type", i);
+    if (!ok || lv != level || !(f = fopen(path, "r"))) continue;
+    ok = fscanf(f, "%31s", type) == 1;
+    fclose(f);
+    snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
+    if (!ok || !strcmp(type, "Instruction") || !(f = fopen(path, "r"))) continue;
+    long long n = 0;
+    char unit = 0;
+    ok = fscanf(f, "%lld%c", &n, &unit) >= 1;
+    fclose(f);
+    if (ok && n > 0 && n < (1LL << 40)) return (int64_t)n * (unit == 'K' ? 1024 : unit == 'M' ? 1 << 20 : 1);
+  }
+  return 0;
+}
+
+int64_t host_cache_bytes(int level) {
+  int64_t n = sysfs_cache_bytes(level);
+  long s = level == 2 ? sysconf(_SC_LEVEL2_CACHE_SIZE) : level == 3 ? sysconf(_SC_LEVEL3_CACHE_SIZE) : 0;
+  return n > 0 ? n : s > 0 ? s : 0;
 }

@@ -64,6 +64,11 @@ static inline const device *device_base(const device *d) { return d->base ? d->b
 void *device_mem_alloc(const device *d, size_t nbytes);
 void device_mem_free(const device *d, void *mem);
 
+/* Bytes of the host's data cache at level (2, 3) as the kernel reports it for CPU 0 (sysfs:
+ * what one core shares), else as sysconf says (a VM's CPUID may report the whole socket's L3:
+ * 256 MB here against 32 MB in sysfs), else 0. */
+int64_t host_cache_bytes(int level);
+
 /* Whether a device computes on its own memory with work-items (OpenCL, CUDA) rather than on
  * host memory with loops over a parallel range (CPU, LLVM). */
 static inline bool device_is_gpu(const device *d) { return d->alloc != NULL; }

@@ -500,9 +500,9 @@ static int llvm_open(void) {
   if (!llvm_available()) return TG_ERR_DEVICE;
   int vb = has_feature("avx512f") ? 64 : has_feature("avx") ? 32 : 16, env = tg_getenv_int("VECTOR_BYTES", 0);
   if (env == 16 || env == 32 || env == 64) vb = env;
-  long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+  int64_t l2 = host_cache_bytes(2), l3 = host_cache_bytes(3);
   llvm_device.caps = (device_caps){.vector_bytes = vb, .vector_registers = has_feature("avx512f") ? 32 : 16,
-                                   .l2_bytes = l2 > 0 ? l2 : 1 << 20, .threads = threadpool_size(), .max_local_size = 1, .warp = 1};
+                                   .l2_bytes = l2 > 0 ? l2 : 1 << 20, .llc_bytes = l3 > 0 ? l3 : 0, .threads = threadpool_size(), .max_local_size = 1, .warp = 1};
   return 0;
 }
 

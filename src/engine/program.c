@@ -183,6 +183,7 @@ static int parse_opts(const char *text, kshape *ks) {
 static int shape_init(const device *dev, uop *ast, kshape *ks) {
   int rc = kshape_init(ks, ast);
   if (device_is_gpu(dev)) kshape_use_workgroups(ks, &dev->caps);
+  else ks->stream_bytes = dev->caps.llc_bytes;
   return rc;
 }
 

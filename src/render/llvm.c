@@ -639,7 +639,12 @@ static void close_gate(lr *r, int id) {
   label(r, sf(r, "S%d.x", id));
 }
 
-/* STORE(g, idx, value[, gate]); arg = [lanes, aligned, checked] for a contiguous vector. */
+/* A store that streams past the caches (lower.c: arg[3], a buffer larger than the last-level
+ * cache): !nontemporal. Such stores are weakly ordered, so the kernel ends with a fence before
+ * the thread pool hands its results to other threads. */
+static bool streams(const uop *u) { return u->op == OP_STORE && u->narg > 3 && u->arg[3]; }
+
+/* STORE(g, idx, value[, gate]); arg = [lanes, aligned, checked(, streaming)] for a contiguous vector. */
 static void render_store(lr *r, uop *u) {
   uop *g = u->src[0], *gate = u->nsrc > 3 ? u->src[3] : NULL;
   tg_dtype dt = u->src[2]->dtype;
@@ -661,7 +666,8 @@ static void render_store(lr *r, uop *u) {
   }
   int id = gate ? open_gate(r, opnd(r, gate, 0)) : -1;
   const char *p = elem_ptr(r, g, opnd(r, u->src[1], 0), u->narg ? w : 0);
-  line(r, "store %s %s, %s* %s, align %d", vt, v, vt, p, u->narg && u->arg[1] ? w * size : size);
+  line(r, "store %s %s, %s* %s, align %d%s", vt, v, vt, p, u->narg && u->arg[1] ? w * size : size,
+       streams(u) ? ", !nontemporal !0" : "");
   if (gate) close_gate(r, id);
 }
 
@@ -799,11 +805,12 @@ static void declare_scratch(lr *r, const lin_program *p) {
  * pointer parameters are noalias (C's restrict) and readonly where nothing is stored. */
 static void render_function(lr *r, const lin_program *p, const char *name, strbuf *dst) {
   uop *globals[MAX_SLOTS] = {0};
-  bool written[MAX_SLOTS] = {0};
+  bool written[MAX_SLOTS] = {0}, streaming = false;
   int nglob = 0;
   for (int i = 0; i < p->n; i++) {
     uop *u = p->ops[i].u;
     if (u->op == OP_STORE && u->src[0]->arg[0] < MAX_SLOTS) written[u->src[0]->arg[0]] = true;
+    streaming |= streams(u);
     for (int j = -1; j < u->nsrc; j++) {
       uop *s = j < 0 ? u : u->src[j];
       if (s->op != OP_DEFINE_GLOBAL || s->arg[0] >= MAX_SLOTS) continue;
@@ -826,7 +833,8 @@ static void render_function(lr *r, const lin_program *p, const char *name, strbu
     sb_printf(&params, "%s* noalias nocapture %s%%d%d, ", me, written[i] ? "" : "readonly ", i);
     sb_printf(&args, "%s* %%d%d, ", me, i);
   }
-  sb_printf(dst, "  call void @\"%s.body\"(%si64 %%tg_start, i64 %%tg_end)\n  ret void\n}\n", name, args.s ? args.s : "");
+  sb_printf(dst, "  call void @\"%s.body\"(%si64 %%tg_start, i64 %%tg_end)\n%s  ret void\n}\n", name, args.s ? args.s : "",
+            streaming ? "  fence seq_cst\n" : "");
   sb_printf(dst, "define internal void @\"%s.body\"(%si64 %%tg_start, i64 %%tg_end) #0 {\nentry:\n", name, params.s ? params.s : "");
   sb_printf(dst, "%s%s  ret void\n}\n", r->allocas.s ? r->allocas.s : "", r->out.s ? r->out.s : "");
   if (r->loops.n) r->err = tg_set_error(TG_ERR_COMPILE, "LLVM renderer: a loop left open");
@@ -851,7 +859,7 @@ char *render_llvm(const lin_program *progs, int n, const char *const *names) {
   for (size_t i = 0; i < r.decls.n; i++) sb_printf(&src, "%s\n", r.decls.v[i]), free(r.decls.v[i]);
   /* no-builtins: LLVM 14's InstCombine rewrites exp2(uitofp x) of a vector into a scalar
    * ldexp call and breaks the module; kernels need no library-call rewrites */
-  sb_printf(&src, "attributes #0 = { nounwind \"no-builtins\" }\n");
+  sb_printf(&src, "attributes #0 = { nounwind \"no-builtins\" }\n!0 = !{i32 1}\n");
   VEC_FREE(r.decls), VEC_FREE(r.strs), VEC_FREE(r.loops);
   if (r.err) {
     if (r.err == TG_ERR_NOMEM) tg_set_error(TG_ERR_NOMEM, "LLVM renderer: out of memory");
