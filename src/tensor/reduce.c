@@ -316,7 +316,8 @@ static tg_tensor *with_softmax_grad(tg_tensor *y, tg_tensor *x, int axis) {
 }
 
 /* Softmax in float32 (float64 for float64), exp as exp2 of x·log2(e) (vector polynomial code),
- * with its own derivative. */
+ * scaled by the reciprocal of the row's sum as PyTorch's CPU kernel does (one division per row,
+ * a multiply per element), with its own derivative. */
 tg_tensor *tg_softmax(tg_tensor *t, int axis) {
   if (!t) return null_arg("softmax");
   if (!one_axis("softmax", t, &axis)) return NULL;
@@ -324,7 +325,7 @@ tg_tensor *tg_softmax(tg_tensor *t, int axis) {
   tg_dtype out = float_of(tg_get_dtype(t)), dt = softmax_dtype(out);
   tg_tensor *x = tg_cast(t, dt), *d = tg_sub(x, tg_detach(max_of(x, &axis, 1, true)));
   tg_tensor *e = dt == TG_FLOAT64 ? tg_exp(d) : tg_exp2(tg_mul_s(d, M_LOG2E));
-  tg_tensor *r = tg_keep(with_softmax_grad(tg_cast(tg_div(e, tg_sum(e, &axis, 1, true)), out), t, axis));
+  tg_tensor *r = tg_keep(with_softmax_grad(tg_cast(tg_mul(e, tg_reciprocal(tg_sum(e, &axis, 1, true))), out), t, axis));
   tg_scope_end(s);
   return r;
 }
