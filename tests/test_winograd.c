@@ -241,6 +241,7 @@ static double strided_error(const sshape *s, const char *mode, bool grads) {
 TEST(conv_strided_matmul_matches_naive) {
   static const sshape forced[] = {
       {2, 3, 9, 11, 5, 3, 3, 2, 1}, {1, 7, 10, 7, 9, 1, 1, 2, 0}, {3, 5, 11, 13, 4, 3, 2, 3, 2}, {2, 17, 8, 8, 6, 2, 2, 2, 0},
+      {2, 5, 40, 34, 3, 3, 3, 2, 1}, /* 20x17 outputs: one image per matmul (256+ columns) */
   };
   for (size_t i = 0; i < sizeof forced / sizeof *forced; i++) {
     double e = strided_error(&forced[i], "1", true);

@@ -113,28 +113,42 @@ static tg_tensor *direct_conv(tg_tensor *x, tg_tensor *w, const conv_geom *g) {
   return tg_reshape(tg_sum(prod, axes, nsp + 1, false), out, 2 + nsp);
 }
 
+/* Columns per matmul: images are grouped until a group's outputs fill a few panels (256: 16
+ * panels of 16). One image per matmul left ResNet-18's 7x7 outputs (49 columns) without
+ * panels, 39 GFLOPS; the whole batch as one matmul of 25088 columns streamed its 57 MB of
+ * panels once per row, 12-15 GFLOPS (per image: 84). */
+#define STRIDED_MIN_COLUMNS 256
+
 /* A strided conv as a matmul per image: its windows stored once as (N, Cin*k, *o) columns
  * (an im2col copy), then (Cout, Cin*k) @ (Cin*k, o). The direct form cannot vectorize along
  * an output row (x is read every s-th element) and reached 17-40 GFLOPS on ResNet-18's 3x3/2
  * layers; a matmul gets the panels and register tiles of layout.c. x is the padded view. */
 static tg_tensor *strided_matmul_conv(tg_tensor *x, tg_tensor *w, const conv_geom *g) {
-  int nsp = g->nsp, nd = 2 + 2 * nsp, perm[TG_MAX_DIMS];
-  int64_t k[TG_MAX_DIMS] = {0}, taps = tg_dim(w, 1), outs = 1, out[TG_MAX_DIMS];
+  int nsp = g->nsp, nd = 3 + 2 * nsp, perm[TG_MAX_DIMS], back[5] = {0, 2, 1, 3, 4};
+  int64_t k[TG_MAX_DIMS] = {0}, taps = tg_dim(w, 1), n = tg_dim(x, 0), outs = 1, group = 1, out[TG_MAX_DIMS];
   for (int j = 0; j < nsp; j++) k[j] = tg_dim(w, 2 + j), taps *= k[j];
   tg_tensor *win = pool_windows(x, k, g->stride, g->dilation, nsp); /* (N, Cin, *o, *k) */
   if (!win) return NULL;
-  perm[0] = 0, perm[1] = 1;
-  for (int j = 0; j < nsp; j++) perm[2 + j] = 2 + nsp + j, perm[2 + nsp + j] = 2 + j, outs *= tg_dim(win, 2 + j);
-  out[0] = tg_dim(x, 0), out[1] = tg_dim(w, 0);
-  for (int j = 0; j < nsp; j++) out[2 + j] = tg_dim(win, 2 + j);
-  int64_t cs[3] = {tg_dim(x, 0), taps, outs}, ws[2] = {tg_dim(w, 0), taps};
-  tg_tensor *cols = tg_reshape(tg_contiguous(tg_permute(win, perm, nd)), cs, 3); /* (N, Cin*k, o) */
-  return tg_reshape(tg_contiguous(tg_matmul(tg_reshape(w, ws, 2), cols)), out, 2 + nsp); /* stored as (N, Cout, o): the matmul keeps its panel axes */
+  out[0] = n, out[1] = tg_dim(w, 0);
+  for (int j = 0; j < nsp; j++) outs *= tg_dim(win, 2 + j), out[2 + j] = tg_dim(win, 2 + j);
+  while (group * outs < STRIDED_MIN_COLUMNS && group < n) /* the smallest divisor of N that gives enough */
+    for (group++; n % group; group++) {}
+  /* (N/g, g, Cin, *o, *k) → (N/g, Cin, *k, g, *o) → (N/g, Cin*k, g*o) */
+  int64_t gs[TG_MAX_DIMS], cs[3] = {n / group, taps, group * outs}, ws[2] = {tg_dim(w, 0), taps};
+  gs[0] = n / group, gs[1] = group;
+  for (int j = 2; j <= 2 + 2 * nsp; j++) gs[j] = tg_dim(win, j - 1);
+  perm[0] = 0, perm[1] = 2, perm[2 + nsp] = 1;
+  for (int j = 0; j < nsp; j++) perm[2 + j] = 3 + nsp + j, perm[3 + nsp + j] = 3 + j;
+  tg_tensor *cols = tg_contiguous(tg_permute(tg_reshape(win, gs, nd), perm, nd));
+  tg_tensor *y = tg_contiguous(tg_matmul(tg_reshape(w, ws, 2), tg_reshape(cols, cs, 3))); /* stored: the matmul keeps its panels */
+  int64_t ys[5] = {n / group, tg_dim(w, 0), group, outs, 1};
+  y = tg_permute(tg_reshape(y, ys, 5), back, 5); /* (N/g, g, Cout, o, 1) */
+  return tg_reshape(y, out, 2 + nsp);
 }
 
-/* The rule for strided_matmul_conv, one thread, batch 32, CPU ms, direct -> matmul: ResNet-18's
- * 3x3/2 64->128 126-142 -> 70, 128->256 136-170 -> 71, 256->512 249-252 -> 101-104; its 1x1/2
- * 13-26 -> 8-11. Its 7x7/2 stem (3 input channels: 147 taps, 236 MB of columns at batch 32)
+/* The rule for strided_matmul_conv, one thread, batch 32, CPU ms, direct -> matmul (images
+ * grouped): ResNet-18's 3x3/2 64->128 89-90 -> 65-69, 128->256 122 -> 61-78, 256->512 203-205
+ * -> 51-56; its 1x1/2 11-24 -> 6-11. Its 7x7/2 stem (3 input channels: 147 taps, 236 MB of columns at batch 32)
  * 152-198 -> 435-444 and MobileNetV2's 3x3/2 stem (3 channels) 36 -> 42-47 stay direct.
  * 64 input channels is the narrowest measured win (narrower ones keep the direct form and its
  * channels-last lanes, test ops_conv_strided_lanes_along_channels). IM2COL=0 in the
