@@ -119,8 +119,8 @@ static tg_tensor *direct_conv(tg_tensor *x, tg_tensor *w, const conv_geom *g) {
  * panels once per row, 12-15 GFLOPS (per image: 84). */
 #define STRIDED_MIN_COLUMNS 256
 
-/* A strided conv as a matmul per image: its windows stored once as (N, Cin*k, *o) columns
- * (an im2col copy), then (Cout, Cin*k) @ (Cin*k, o). The direct form cannot vectorize along
+/* A strided conv as matmuls: its windows stored once as columns (N/g, Cin*k, g*o) for groups
+ * of g images (an im2col copy), then (Cout, Cin*k) @ (Cin*k, g*o) per group. The direct form cannot vectorize along
  * an output row (x is read every s-th element) and reached 17-40 GFLOPS on ResNet-18's 3x3/2
  * layers; a matmul gets the panels and register tiles of layout.c. x is the padded view. */
 static tg_tensor *strided_matmul_conv(tg_tensor *x, tg_tensor *w, const conv_geom *g) {
