@@ -120,9 +120,10 @@ static tg_tensor *direct_conv(tg_tensor *x, tg_tensor *w, const conv_geom *g) {
 #define STRIDED_MIN_COLUMNS 256
 
 /* A strided conv as matmuls: its windows stored once as columns (N/g, Cin*k, g*o) for groups
- * of g images (an im2col copy), then (Cout, Cin*k) @ (Cin*k, g*o) per group. The direct form cannot vectorize along
- * an output row (x is read every s-th element) and reached 17-40 GFLOPS on ResNet-18's 3x3/2
- * layers; a matmul gets the panels and register tiles of layout.c. x is the padded view. */
+ * of g images (an im2col copy), then (Cout, Cin*k) @ (Cin*k, g*o) per group. The direct form
+ * cannot vectorize along an output row (x is read every s-th element) and reached 17-40
+ * GFLOPS on ResNet-18's 3x3/2 layers; a matmul gets the panels and register tiles of
+ * layout.c. x is the padded view. */
 static tg_tensor *strided_matmul_conv(tg_tensor *x, tg_tensor *w, const conv_geom *g) {
   int nsp = g->nsp, nd = 3 + 2 * nsp, perm[TG_MAX_DIMS], back[5] = {0, 2, 1, 3, 4};
   int64_t k[TG_MAX_DIMS] = {0}, taps = tg_dim(w, 1), n = tg_dim(x, 0), outs = 1, group = 1, out[TG_MAX_DIMS];
@@ -131,8 +132,7 @@ static tg_tensor *strided_matmul_conv(tg_tensor *x, tg_tensor *w, const conv_geo
   if (!win) return NULL;
   out[0] = n, out[1] = tg_dim(w, 0);
   for (int j = 0; j < nsp; j++) outs *= tg_dim(win, 2 + j), out[2 + j] = tg_dim(win, 2 + j);
-  while (group * outs < STRIDED_MIN_COLUMNS && group < n) /* the smallest divisor of N that gives enough */
-    for (group++; n % group; group++) {}
+  while (group < n && (n % group || group * outs < STRIDED_MIN_COLUMNS)) group++; /* a divisor of N, or N */
   /* (N/g, g, Cin, *o, *k) → (N/g, Cin, *k, g, *o) → (N/g, Cin*k, g*o) */
   int64_t gs[TG_MAX_DIMS], cs[3] = {n / group, taps, group * outs}, ws[2] = {tg_dim(w, 0), taps};
   gs[0] = n / group, gs[1] = group;
@@ -148,8 +148,9 @@ static tg_tensor *strided_matmul_conv(tg_tensor *x, tg_tensor *w, const conv_geo
 
 /* The rule for strided_matmul_conv, one thread, batch 32, CPU ms, direct -> matmul (images
  * grouped): ResNet-18's 3x3/2 64->128 89-90 -> 65-69, 128->256 122 -> 61-78, 256->512 203-205
- * -> 51-56; its 1x1/2 11-24 -> 6-11. Its 7x7/2 stem (3 input channels: 147 taps, 236 MB of columns at batch 32)
- * 152-198 -> 435-444 and MobileNetV2's 3x3/2 stem (3 channels) 36 -> 42-47 stay direct.
+ * -> 51-56; its 1x1/2 11-24 -> 6-11. Its 7x7/2 stem (3 input channels: 147 taps, 236 MB of
+ * columns at batch 32) 152-198 -> 435-444 and MobileNetV2's 3x3/2 stem (3 channels) 36 ->
+ * 42-47 stay direct.
  * 64 input channels is the narrowest measured win (narrower ones keep the direct form and its
  * channels-last lanes, test ops_conv_strided_lanes_along_channels). IM2COL=0 in the
  * environment: never; IM2COL=1: every strided dense conv. */
