@@ -720,8 +720,10 @@ static int inner_dim(const kshape *ks, const kaccess *acc, int na, const device_
 
 /* The kept dim's loop innermost among the output loops, so that each kept block is read once
  * and reused by every tile of the walked dim, when the inputs that move along that dim fit in
- * the L2 whole (walked again per block from cache) and the kept input does not (read again
- * per tile of the walked dim, it would come from memory every time). GPT-2's prefill (64 x 768) @ (768 x 3072):
+ * the L2 whole (walked again per block from cache), the kept input does not (read again per
+ * tile of the walked dim, it would come from memory every time), and the output is at most a
+ * quarter of it (the walked dim innermost scatters the output's rows: MobileNetV2's 1x1 convs
+ * at batch 32, whose outputs are as large as their inputs, ran 20% slower so). GPT-2's prefill (64 x 768) @ (768 x 3072):
  * the weight read once instead of once per 8 rows, 30 -> 65 GFLOPS; the logits against the
  * 154 MB embedding 25 -> 83 (one thread). Where they do not fit, the order stays: sgemm 2048
  * with its rows walked innermost fell from 175 to 90 GFLOPS. */
@@ -730,15 +732,16 @@ static void keep_inside(kshape *ks, const kaccess *acc, int na, const device_cap
   for (int a = 0; a < ks->nax; a++)
     if (ks->ax[a].kind == AX_GLOBAL) last = a;
   if (at < 0 || last <= at) return;
-  double walked = 0;
+  double walked = 0, written = 0;
   for (int i = 0; i < na; i++) {
-    if (acc[i].store || !acc[i].coef[inner]) continue;
+    if (!acc[i].store && !acc[i].coef[inner]) continue;
     double n = (double)tg_dtype_size(acc[i].dtype);
     for (int d = 0; d < ks->nout + ks->nred; d++)
       if (acc[i].coef[d]) n *= (double)ks->size[d];
-    walked += n;
+    *(acc[i].store ? &written : &walked) += n;
   }
-  if (walked <= (double)caps->l2_bytes / 2 && kept_bytes > (double)caps->l2_bytes) try_apply(ks, OPT_SWAP, at, last);
+  if (walked <= (double)caps->l2_bytes / 2 && kept_bytes > (double)caps->l2_bytes && 4 * written <= kept_bytes)
+    try_apply(ks, OPT_SWAP, at, last);
 }
 
 /* Parallel axis: the outermost output loop big enough (not the dim to keep inside if another
