@@ -692,10 +692,21 @@ static bool lane_contiguous(lower_ctx *c, uop *idx, uop **base, bool *aligned, b
 
 static bool vector_dtype(tg_dtype dt) { return dt != TG_BOOL && !dtype_is_half(dt); }
 
+/* Stores a kernel makes per step (one per combination of its upcast output axes). */
+static int64_t store_copies(lower_ctx *c) {
+  int dup[KS_MAX_AXES], n = dup_axes(c, AX_UPCAST, dup);
+  int64_t copies = 1;
+  for (int j = 0; j < n; j++) copies *= c->ks->ax[dup[j]].size;
+  return copies;
+}
+
 /* LOAD/STORE(g, base + lane, …) → LOAD/STORE(g, base, …) with arg [lanes, aligned, checked],
  * and for an aligned, unmasked store to a buffer larger than the last-level cache a fourth,
  * streaming: written past the caches (no read of each line before its write: softmax and
- * elementwise kernels over 64 MB moved a third more bytes than a copy).
+ * elementwise kernels over 64 MB moved a third more bytes than a copy). Only in kernels that
+ * store one or two vectors a step: a register tile writing many rows at once fills the
+ * write-combining buffers with partial lines (MobileNetV2's 1x1 convs, 12 stores a step, ran
+ * 3-4% slower streamed).
  * A checked load (its mask differs per lane, or its lanes run through a padded dim's clamp)
  * reads the whole vector only when it lies inside the buffer (DEFINE_GLOBAL arg[1] elements),
  * keeping the valid lanes, and otherwise reads lane k at base + k clamped into the buffer.
@@ -721,7 +732,7 @@ static uop *vector_access(void *ctx, uop *u, uop **cap) {
   src[1] = base;
   int64_t arg[4] = {c->lanes, aligned, checked, 0};
   uop *g = u->src[0];
-  if (store && aligned && !checked && u->nsrc == 3 && c->ks->stream_bytes > 0 && g->op == OP_DEFINE_GLOBAL)
+  if (store && aligned && !checked && u->nsrc == 3 && c->ks->stream_bytes > 0 && g->op == OP_DEFINE_GLOBAL && store_copies(c) <= 2)
     arg[3] = (double)g->arg[1] * (double)tg_dtype_size(dt) > (double)c->ks->stream_bytes;
   return uop_new(u->op, u->dtype, src, u->nsrc, arg, arg[3] ? 4 : 3);
 }

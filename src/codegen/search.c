@@ -147,7 +147,7 @@ static void cache_name(const device *d, uop *ast, char *name, size_t n) {
 static int start_state(const device *dev, uop *ast, kshape *ks) {
   int rc = kshape_init(ks, ast);
   if (rc == 0 && device_is_gpu(dev)) kshape_use_workgroups(ks, &dev->caps);
-  else if (rc == 0) ks->stream_bytes = dev->caps.llc_bytes;
+  else if (rc == 0) ks->stream_bytes = tg_getenv_int("STREAM", 1) ? dev->caps.llc_bytes : 0;
   return rc;
 }
 
