@@ -311,6 +311,9 @@ program *program_find(const device *dev, uop *ast);
 bool program_build_in_parallel(void);
 /* Build (uncached) the program for an AST under a given shape state. */
 program *program_build(const device *dev, uop *ast, const kshape *ks);
+/* The unoptimized shape state of an AST for a device (work-groups and their limits on GPU
+ * devices; streaming stores past the last-level cache on host devices); 0 or negative. */
+int program_shape_init(const device *dev, uop *ast, kshape *ks);
 void program_free(program *p);
 int program_run(program *p, void **args);
 /* Run without stats or DEBUG output (for timing candidates); 0 or negative status. */

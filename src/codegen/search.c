@@ -143,14 +143,6 @@ static void cache_name(const device *d, uop *ast, char *name, size_t n) {
   snprintf(name, n, "beam-%016llx.txt", (unsigned long long)h);
 }
 
-/* The unoptimized state of ast for dev (work-groups and their limits on GPU devices). */
-static int start_state(const device *dev, uop *ast, kshape *ks) {
-  int rc = kshape_init(ks, ast);
-  if (rc == 0 && device_is_gpu(dev)) kshape_use_workgroups(ks, &dev->caps);
-  else if (rc == 0) ks->stream_bytes = tg_getenv_int("STREAM", 1) ? dev->caps.llc_bytes : 0;
-  return rc;
-}
-
 /* Read an entry: the action count, the actions, then "end" (a truncated file lacks it, even
  * when it was cut inside the last number). False when it does not parse or apply. */
 static bool parse_entry(const char *path, const device *dev, uop *ast, kshape *ks) {
@@ -158,7 +150,7 @@ static bool parse_entry(const char *path, const device *dev, uop *ast, kshape *k
   if (!f) return false;
   char end[4] = "";
   int n, ok = fscanf(f, "%d", &n) == 1 && n >= 0 && n <= KS_MAX_ACTIONS;
-  if (ok) ok = start_state(dev, ast, ks) == 0;
+  if (ok) ok = program_shape_init(dev, ast, ks) == 0;
   for (int i = 0; ok && i < n; i++) {
     int k, axis;
     long long amount;
@@ -279,7 +271,7 @@ static void round_of(search *s, const candidate *beam, int nbeam, int limit) {
 
 static int run_search(search *s, int width, kshape *best) {
   kshape start;
-  if (start_state(s->dev, s->ast, &start) < 0) return TG_ERR_ARG;
+  if (program_shape_init(s->dev, s->ast, &start) < 0) return TG_ERR_ARG;
   kshape heur = start;
   kshape_optimize(&heur, s->ast, &s->dev->caps);
   program *ref = program_build(s->dev, s->ast, &heur);

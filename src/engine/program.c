@@ -180,7 +180,7 @@ static int parse_opts(const char *text, kshape *ks) {
  * heuristics (NOOPT=1: none). */
 /* The unoptimized state of a kernel for a device: on GPU devices scalar code in work-groups
  * within the device's limits. */
-static int shape_init(const device *dev, uop *ast, kshape *ks) {
+int program_shape_init(const device *dev, uop *ast, kshape *ks) {
   int rc = kshape_init(ks, ast);
   if (device_is_gpu(dev)) kshape_use_workgroups(ks, &dev->caps);
   else ks->stream_bytes = tg_getenv_int("STREAM", 1) ? dev->caps.llc_bytes : 0; /* STREAM=0: none (debug.md) */
@@ -188,7 +188,7 @@ static int shape_init(const device *dev, uop *ast, kshape *ks) {
 }
 
 static int choose_opts(const device *dev, uop *ast, kshape *ks) {
-  if (shape_init(dev, ast, ks) < 0) return TG_ERR_ARG;
+  if (program_shape_init(dev, ast, ks) < 0) return TG_ERR_ARG;
   const char *opts = getenv("OPTS");
   if (opts && *opts && parse_opts(opts, ks) == 0) return 0;
   int beam = tg_getenv_int("BEAM", 0);
@@ -197,7 +197,7 @@ static int choose_opts(const device *dev, uop *ast, kshape *ks) {
     if (tg_debug() >= 1) fprintf(stderr, "opt: falling back to the heuristics: %s\n", tg_last_error());
     tg_clear_error();
   }
-  if (shape_init(dev, ast, ks) < 0) return TG_ERR_ARG;
+  if (program_shape_init(dev, ast, ks) < 0) return TG_ERR_ARG;
   kshape_optimize(ks, ast, &dev->caps);
   return 0;
 }
@@ -239,7 +239,7 @@ void program_set_opt_hook(opt_hook_fn fn, void *ctx) {
 
 static program *build_hooked(const device *dev, uop *ast) {
   kshape ks;
-  if (shape_init(dev, ast, &ks) < 0 || hook.fn(ast, &ks, hook.ctx) < 0) return NULL;
+  if (program_shape_init(dev, ast, &ks) < 0 || hook.fn(ast, &ks, hook.ctx) < 0) return NULL;
   program *p = program_build(dev, ast, &ks);
   if (p && VEC_PUSH(hook.built, p) < 0) { program_free(p); return NULL; }
   return p;
