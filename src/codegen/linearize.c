@@ -82,16 +82,22 @@ static uint64_t lane_factor(const uop *u) { return u->vcount ? u->vcount : 1; }
 
 static void emit(lin_ctx *c, uop *u);
 
-/* Emit the nodes under u that need no range beyond the open ones (stops at emitted nodes). */
-static void hoist(lin_ctx *c, uop *u) {
-  if (emitted(c, u) || inline_node(u)) return;
+static bool has_reduce(lin_ctx *c, uop *u);
+
+/* Emit the nodes under u that need no range beyond the open ones (stops at emitted nodes);
+ * with row_values only those computed from reductions (hoist_row_values). */
+static void hoist_where(lin_ctx *c, uop *u, bool row_values) {
+  if (emitted(c, u) || inline_node(u) || (row_values && (c->err || !has_reduce(c, u)))) return;
   if ((deps_of(c, u) & ~c->open) == 0) { emit(c, u); return; }
+  ptrmap *seen = row_values ? &c->row_hoisted : &c->hoisted;
   void *visit = (void *)(uintptr_t)(c->open + 1);
-  if (ptrmap_get(&c->hoisted, u) == visit) return;
-  ptrmap_put(&c->hoisted, u, visit);
+  if (ptrmap_get(seen, u) == visit) return;
+  ptrmap_put(seen, u, visit);
   int n = u->op == OP_REDUCE ? reduce_nbody(u) : u->nsrc;
-  for (int i = 0; i < n; i++) hoist(c, u->src[i]);
+  for (int i = 0; i < n; i++) hoist_where(c, u->src[i], row_values);
 }
+
+static void hoist(lin_ctx *c, uop *u) { hoist_where(c, u, false); }
 
 static bool same_loops(const uop *a, const uop *b) {
   int na = reduce_nbody(a), nb = reduce_nbody(b);
@@ -230,15 +236,7 @@ static bool has_reduce(lin_ctx *c, uop *u) {
 
 /* Emit what under u computes from reductions and needs only the open loops (the final
  * combine of a sum's lanes, 1 / sum): once per row too. */
-static void hoist_row_values(lin_ctx *c, uop *u) {
-  if (c->err || emitted(c, u) || inline_node(u) || !has_reduce(c, u)) return;
-  if ((deps_of(c, u) & ~c->open) == 0) { emit(c, u); return; }
-  void *visit = (void *)(uintptr_t)(c->open + 1);
-  if (ptrmap_get(&c->row_hoisted, u) == visit) return;
-  ptrmap_put(&c->row_hoisted, u, visit);
-  int n = u->op == OP_REDUCE ? reduce_nbody(u) : u->nsrc;
-  for (int i = 0; i < n; i++) hoist_row_values(c, u->src[i]);
-}
+static void hoist_row_values(lin_ctx *c, uop *u) { hoist_where(c, u, true); }
 
 /* ---------------------------------------------------------------- row scratch */
 
