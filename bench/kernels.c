@@ -76,6 +76,11 @@ static tg_tensor *e_softmax_f32(tg_tensor **in) {
   tg_tensor *e = tg_exp2(tg_mul_s(tg_sub(in[0], tg_detach(tg_max(in[0], &axis, 1, true))), 1.4426950408889634));
   return tg_div(e, tg_sum(e, &axis, 1, true));
 }
+/* d(sum(softmax(x) * w))/dx: softmax's backward row kernel (with the forward it needs) */
+static tg_tensor *e_softmax_grad(tg_tensor **in) {
+  tg_tensor *loss = tg_sum(tg_mul(tg_softmax(in[0], -1), in[1]), NULL, 0, false), *g = NULL;
+  return tg_gradient(loss, &in[0], 1, &g) < 0 ? NULL : g;
+}
 static tg_tensor *e_conv(tg_tensor **in) { return tg_conv2d(in[0], in[1], NULL, NULL, NULL, NULL, 1); }
 /* d(sum(conv(x, w) * g))/dw and /dx: the two backward reductions of a conv layer */
 static tg_tensor *e_conv_grad_w(tg_tensor **in) {
@@ -235,7 +240,9 @@ static void memory_rows(void) {
   tg_tensor *cached = random_buffer((int64_t[]){64, 4096}, 2), *cv = random_buffer((int64_t[]){64 * 4096}, 1);
   row("softmax 64x4096 (in cache)", e_softmax, &cached, 200, MODE_DEFAULT, NULL, 0, true);
   row("exp2 256K floats (in cache)", e_exp2, &cv, 200, MODE_DEFAULT, NULL, 0, true);
-  tg_free(cached), tg_free(cv);
+  tg_tensor *xw[2] = {random_buffer((int64_t[]){32, 4096}, 2), random_buffer((int64_t[]){32, 4096}, 2)};
+  row("softmax grad 32x4096 (in cache)", e_softmax_grad, xw, 200, MODE_DEFAULT, NULL, 0, true);
+  tg_free(cached), tg_free(cv), tg_free(xw[0]), tg_free(xw[1]);
   softmax_big_row(bw);
 }
 
