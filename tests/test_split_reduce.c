@@ -166,3 +166,46 @@ TEST(split_reduce_leaves_plain_and_non_nesting_reshapes) {
   check_values(z, (const float[]){0, 0, 0}, 3, 0);
   tg_scope_end(s);
 }
+
+/* The reduce's source after the rule: the shape it reduces (the inner RESHAPE's), in shape[];
+ * its rank, or 0 when the rule does not apply. */
+static int split_shape(tg_tensor *t, int64_t *shape) {
+  uop *r = reduction(t), *out = r && device_default() ? split_reduce_apply(&device_default()->caps, r, 1) : NULL;
+  while (out && out->op != OP_REDUCE_AXIS) out = out->src[0];
+  if (!out) return 0;
+  memcpy(shape, uop_shape(out->src[0]), sizeof(int64_t) * (size_t)uop_ndim(out->src[0]));
+  return uop_ndim(out->src[0]);
+}
+
+/* Both operands merged: x from (heads, dim) = (3, 8) (attention's output), W's rows from
+ * blocks of 4 (GGUF's (rows * blocks, 32)). The sum over 24 runs over (3, 2, 4), both cuts
+ * (8 and 4 values from the end) kept, whichever operand comes first; cuts that do not nest
+ * ((4, 6) against blocks of 8) keep the first operand's. Values against a naive loop. */
+TEST(split_reduce_refines_by_every_operand) {
+  enum { R = 5, H = 3, D = 8, Q = 4, C = H * D };
+  float x[C], w[R * C], want[R];
+  fill(x, C, 7), fill(w, R * C, 8);
+  for (int r = 0; r < R; r++) {
+    double acc = 0;
+    for (int c = 0; c < C; c++) acc += exp((double)x[c]) * exp((double)w[r * C + c]);
+    want[r] = (float)acc;
+  }
+  tg_scope *s = tg_scope_begin();
+  tg_tensor *xe = tg_reshape(tg_exp(input(x, (int64_t[]){H, D}, 2)), (int64_t[]){1, C}, 2);
+  tg_tensor *we = tg_reshape(tg_exp(input(w, (int64_t[]){R * C / Q, Q}, 2)), (int64_t[]){R, C}, 2);
+  int64_t shape[TG_MAX_DIMS];
+  tg_tensor *ys[2] = {tg_sum(tg_mul(xe, we), (const int[]){1}, 1, false), tg_sum(tg_mul(we, xe), (const int[]){1}, 1, false)};
+  for (int i = 0; i < 2; i++) {
+    CHECK(split_shape(ys[i], shape) == 4);
+    CHECK(shape[0] == R && shape[1] == H && shape[2] == D / Q && shape[3] == Q);
+    check_values(ys[i], want, R, 1e-5f);
+  }
+  /* (4, 6) against blocks of 8: 6 does not divide 8, x's split alone */
+  tg_tensor *x46 = tg_reshape(tg_exp(input(x, (int64_t[]){4, 6}, 2)), (int64_t[]){1, C}, 2);
+  tg_tensor *w8 = tg_reshape(tg_exp(input(w, (int64_t[]){R * 3, 8}, 2)), (int64_t[]){R, C}, 2);
+  tg_tensor *y = tg_sum(tg_mul(x46, w8), (const int[]){1}, 1, false);
+  CHECK(split_shape(y, shape) == 3);
+  CHECK(shape[0] == R && shape[1] == 4 && shape[2] == 6);
+  check_values(y, want, R, 1e-5f);
+  tg_scope_end(s);
+}

@@ -15,7 +15,9 @@
  * (followed to the input axis it is); the first RESHAPE that makes axis a from pieces of k > 1 input axes (row-major boundaries that nest) whose input is
  * computed (not a view of a buffer or a constant, which the lowering indexes with plain strides
  * anyway) gives p1..pk, and a part that is a whole input axis is split further by the reshapes
- * below it (Q4_K: cols -> (blocks, 256) -> (blocks, 8, 32)). The value is the same reduction,
+ * below it (Q4_K: cols -> (blocks, 256) -> (blocks, 8, 32)). An elementwise op's sources are
+ * each walked and their splits united where the cuts nest (x's heads (12, 64) times W's
+ * blocks (24, 32): (12, 2, 32)), else the first one kept. The value is the same reduction,
  * the terms visited in the same order (the merged axis' order is the parts' row-major order).
  * Not for symbolic or empty sizes. Any split gives the same value (the terms keep their order);
  * the walk only chooses one the lowering can index without div/mod. */
@@ -100,13 +102,49 @@ static int find_split(uop *x, int a, walk *w, int64_t *parts) {
   return n;
 }
 
+/* The inner sizes at which parts p[0..n) cut their axis (prod p[i+1..n), i < n-1) into cut[]. */
+static int cuts_of(const int64_t *p, int n, int64_t *cut) {
+  int64_t inner = 1;
+  for (int i = n - 1; i > 0; i--) inner *= p[i], cut[i - 1] = inner;
+  return n - 1;
+}
+
+/* Parts p[0..n) refined by another split q[0..m) of the same size: both cut sets, united,
+ * when each cut divides the next (the refinement keeps the row-major order, so the terms keep
+ * theirs); p unchanged (returns n) when they do not nest. */
+static int refine(int64_t *p, int n, const int64_t *q, int m, int64_t total) {
+  int64_t cut[2 * MAX_PARTS + 1];
+  int k = cuts_of(p, n, cut), kq = cuts_of(q, m, cut + k);
+  k += kq;
+  for (int i = 1; i < k; i++) /* insertion sort, descending: the outermost cut first */
+    for (int j = i; j > 0 && cut[j] > cut[j - 1]; j--) { int64_t t = cut[j]; cut[j] = cut[j - 1], cut[j - 1] = t; }
+  int u = 0;
+  for (int i = 0; i < k; i++)
+    if (!u || cut[i] != cut[u - 1]) cut[u++] = cut[i];
+  if (u + 1 > MAX_PARTS) return n;
+  for (int i = 0; i < u; i++)
+    if ((i ? cut[i - 1] : total) % cut[i]) return n;
+  for (int i = 0; i <= u; i++) p[i] = (i ? cut[i - 1] : total) / (i < u ? cut[i] : 1);
+  return u + 1;
+}
+
+/* An elementwise op: the split of the first source that has one, refined by the other
+ * sources' splits where they nest. x*W with x's merged heads (12, 64) and W's Q8_0 blocks
+ * (24, 32) sums over (12, 2, 32): the heads' order and whole blocks both. */
+static int alu_split(uop *x, int a, walk *w, int64_t *parts) {
+  int n = 1;
+  for (int i = 0; i < x->nsrc; i++) {
+    int64_t more[MAX_PARTS];
+    int m = find_split(x->src[i], a, w, n == 1 ? parts : more);
+    if (n == 1) n = m;
+    else if (m > 1) n = refine(parts, n, more, m, uop_shape(x)[a]);
+  }
+  return n;
+}
+
 static int find_split_at(uop *x, int a, walk *w, int64_t *parts) {
   if (--w->budget < 0 || symbolic(x)) return 1;
-  if (uop_is_alu(x)) {
-    int n = 1;
-    for (int i = 0; i < x->nsrc && n == 1; i++) n = find_split(x->src[i], a, w, parts);
-    return n;
-  }
+  if (uop_is_alu(x)) return alu_split(x, a, w, parts);
   if (x->op == OP_PERMUTE) return find_split(x->src[0], (int)x->arg[a], w, parts); /* axis a is input axis arg[a] */
   if (x->op == OP_EXPAND || x->op == OP_SHRINK || x->op == OP_PAD || x->op == OP_FLIP) /* views that keep the rank */
     return uop_shape(x->src[0])[a] == uop_shape(x)[a] ? find_split(x->src[0], a, w, parts) : 1;
