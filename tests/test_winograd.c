@@ -151,6 +151,50 @@ TEST(wino_gradients_match_naive) {
   check_grads(&a, "4"), check_grads(&b, "4"), check_grads(&a, "2");
 }
 
+/* A computed input, relu(x + r) as in ResNet's blocks (winograd.c stores it before the tiles
+ * are cut): the output and the gradient of r (through the relu: zero where x + r <= 0) against
+ * naive loops on the host's relu(x + r). */
+TEST(wino_computed_input_matches_naive) {
+  shape s = {2, 6, 9, 7, 5, 1};
+  int oh = s.h + 2 * s.pad - 2, ow = s.w + 2 * s.pad - 2;
+  int64_t nx = (int64_t)s.n * s.c * s.h * s.w, nw = (int64_t)s.k * s.c * 9, ny = (int64_t)s.n * s.k * oh * ow;
+  float *x = malloc(sizeof(float) * nx), *r = malloc(sizeof(float) * nx), *in = malloc(sizeof(float) * nx);
+  float *w = malloc(sizeof(float) * nw), *gy = malloc(sizeof(float) * ny), *got = malloc(sizeof(float) * ny);
+  float *gr = malloc(sizeof(float) * nx);
+  double *want = malloc(sizeof(double) * ny), *wr = calloc((size_t)nx, sizeof(double));
+  fill(x, nx, 11), fill(r, nx, 12), fill(w, nw, 13), fill(gy, ny, 14);
+  for (int64_t i = 0; i < nx; i++) in[i] = x[i] + r[i] > 0 ? x[i] + r[i] : 0;
+  naive_conv(&s, in, w, NULL, want);
+  for (int n = 0; n < s.n; n++) /* dr = [x + r > 0] * sum gy w (the transposed conv) */
+    for (int k = 0; k < s.k; k++)
+      for (int i = 0; i < oh; i++)
+        for (int j = 0; j < ow; j++)
+          for (int c = 0; c < s.c; c++)
+            for (int u = 0; u < 3; u++)
+              for (int v = 0; v < 3; v++) {
+                int ih = i + u - s.pad, iw = j + v - s.pad;
+                if (ih < 0 || ih >= s.h || iw < 0 || iw >= s.w) continue;
+                int64_t xi = ((n * s.c + c) * s.h + ih) * s.w + iw;
+                if (in[xi] > 0) wr[xi] += (double)gy[((n * s.k + k) * oh + i) * ow + j] * w[((k * s.c + c) * 3 + u) * 3 + v];
+              }
+  setenv("WINO", "4", 1);
+  tg_scope *sc = tg_scope_begin();
+  int64_t xs[4] = {s.n, s.c, s.h, s.w};
+  tg_tensor *tx = tg_from_data(x, TG_FLOAT32, xs, 4), *tr = tg_from_data(r, TG_FLOAT32, xs, 4);
+  tg_tensor *tw = tg_from_data(w, TG_FLOAT32, (int64_t[]){s.k, s.c, 3, 3}, 4);
+  tg_tensor *tgy = tg_from_data(gy, TG_FLOAT32, (int64_t[]){s.n, s.k, oh, ow}, 4);
+  tg_tensor *y = tg_conv2d(tg_relu(tg_add(tx, tr)), tw, NULL, NULL, (const int[]){s.pad, s.pad}, NULL, 1), *d[1] = {0};
+  CHECK(y && tg_to_host(y, got, sizeof(float) * ny) == 0);
+  CHECK(tg_gradient(tg_sum(tg_mul(y, tgy), NULL, 0, false), &tr, 1, d) == 0);
+  CHECK(d[0] && tg_to_host(d[0], gr, sizeof(float) * nx) == 0);
+  tg_scope_end(sc);
+  unsetenv("WINO");
+  double ey = rel_err(got, want, ny), er = rel_err(gr, wr, nx);
+  if (ey > 1e-5 || er > 1e-5) printf("  relative error: y %.3g, dr %.3g\n", ey, er);
+  CHECK(ey <= 1e-5 && er <= 1e-5);
+  free(x), free(r), free(in), free(w), free(gy), free(got), free(gr), free(want), free(wr);
+}
+
 /* The rule: 3x3, stride 1, no dilation, one group, float32, no crop; 64 channels or more in
  * and out, 32 output tiles of 4x4 or more (the batched matmul's columns), and tiles that cover
  * at most 1.35x the output (14x14 in 16x16: 1.31x). */
