@@ -11,6 +11,7 @@
 #include "codegen/codegen.h"
 #include "device/device.h"
 #include "schedule/schedule.h"
+#include "uop/symbolic.h"
 #include "tensor/tensor.h"
 #include "tg_nn.h"
 
@@ -297,22 +298,29 @@ static uop *only_ast(tg_tensor *y) {
   return ast;
 }
 
-/* Stores into row scratch arrays in the program of ast under its heuristics' actions (or none:
- * scalar code), as the default device builds it, and the loads from them (*loads, if asked);
- * -1 if fewer loads than stores (a kept value nobody reads). */
-static int scratch_counts(uop *ast, bool optimize, int *loads_out) {
+/* The program of ast as the default device builds it, under its heuristics' actions (or none:
+ * scalar code), with or without next-row prefetches; 0 or an error. The caller frees lin->ops
+ * and releases the pool to its mark. */
+static int build_program(uop *ast, bool optimize, bool prefetch, lin_program *lin) {
   static const vector_forms scalar_only = {NULL};
   const device *dev = device_default();
   kshape ks;
   if (kshape_init(&ks, ast) < 0) return -2;
   if (optimize) kshape_optimize(&ks, ast, &dev->caps);
-  size_t mark = uop_pool_mark();
+  ks.row_prefetch = prefetch;
   kernel_info info = {0};
-  lin_program lin = {0};
   uop *sink = lower_kernel(ast, &ks, STAGE_ONLY, &info);
   if (sink) sink = devectorize(sink, dev->vectors ? dev->vectors : &scalar_only);
+  return sink && linearize(sink, lin, &info) == 0 && program_spec_check(lin) == 0 ? 0 : -2;
+}
+
+/* Stores into row scratch arrays in the program of ast (build_program, no prefetches) and the
+ * loads from them (*loads, if asked); -1 if fewer loads than stores (a kept value nobody reads). */
+static int scratch_counts(uop *ast, bool optimize, int *loads_out) {
+  size_t mark = uop_pool_mark();
+  lin_program lin = {0};
   int stores = -2, loads = 0;
-  if (sink && linearize(sink, &lin, &info) == 0 && program_spec_check(&lin) == 0) {
+  if (build_program(ast, optimize, false, &lin) == 0) {
     stores = 0;
     for (int i = 0; i < lin.n; i++) {
       uop *u = lin.ops[i].u;
@@ -441,4 +449,72 @@ TEST(fuse_rows_scratch_softmax_backward) {
     tg_scope_end(s);
     free(d), free(wd), free(got);
   }
+}
+
+/* ------------------------------------------------ next-row prefetch (linearize.c) */
+
+/* PREFETCHes in the program of ast (build_program), or -1 if one is misplaced: each must sit
+ * inside the row loop and a loop over the row, after a load of its buffer in that loop, with an
+ * index that never leaves the buffer (its value range, symbolic.c, within [0, elements)). */
+static int prefetches(uop *ast, bool optimize, bool prefetch) {
+  size_t mark = uop_pool_mark();
+  lin_program lin = {0};
+  int n = -2, depth = 0, loaded_at = -1;
+  uop *loaded = NULL; /* the buffer of the last load, at depth loaded_at */
+  if (build_program(ast, optimize, prefetch, &lin) == 0) {
+    n = 0;
+    for (int i = 0; i < lin.n && n >= 0; i++) {
+      uop *u = lin.ops[i].u;
+      depth += (lin.ops[i].kind == L_LOOP) - (lin.ops[i].kind == L_END);
+      if (u->op == OP_LOAD) loaded_at = depth, loaded = u->src[0];
+      if (u->op != OP_PREFETCH) continue;
+      uop *g = u->src[0], *idx = u->src[1];
+      bool after_load = loaded_at == depth && loaded == g;
+      n = depth >= 2 && after_load && uop_vmin(idx) >= 0 && uop_vmax(idx) < g->arg[1] ? n + 1 : -1;
+    }
+  }
+  free(lin.ops);
+  uop_pool_release(mark);
+  return n;
+}
+
+/* Softmax, log_softmax and layernorm read a row twice in row reductions (max then sum; mean
+ * then variance): the second loop prefetches the next row, one PREFETCH per load of x (none
+ * with the flag off, none in rmsnorm: one reduction). Rows past ROW_SCRATCH_BYTES prefetch
+ * nothing. Values under the prefetches: every kind against the naive loops (run_rows), rows
+ * of 1..33 elements with random actions. */
+TEST(fuse_rows_prefetch_next_row) {
+  if (!fuses_here()) SKIP("work-item devices do not fuse row reductions (no row loops to prefetch in)");
+  static const int want[NKINDS] = {1, 1, 1, 0};
+  int64_t shape[2] = {6, 128}, big[2] = {2, ROW_SCRATCH_BYTES / (int64_t)sizeof(float) + 8};
+  tg_scope *s = tg_scope_begin();
+  float *d = inputs(6 * 128, 4);
+  tg_tensor *x = tg_from_data(d, TG_FLOAT32, shape, 2);
+  CHECK(x && tg_realize(x) == 0);
+  for (int k = 0; k < NKINDS; k++) {
+    uop *ast = only_ast(apply(k, x, 1));
+    CHECK(ast != NULL);
+    if (!ast) continue;
+    int vec = prefetches(ast, true, true), scalar = prefetches(ast, false, true), off = prefetches(ast, true, false);
+    CHECK(vec == want[k] && scalar == want[k] && off == 0);
+    if (vec != want[k] || scalar != want[k] || off) printf("  %s: %d, %d and %d prefetches, want %d\n", kind_names[k], vec, scalar, off, want[k]);
+    uop_decref(ast);
+    run_rows(k, shape, 2, 1);
+  }
+  float *db = inputs(big[0] * big[1], 5);
+  tg_tensor *xb = tg_from_data(db, TG_FLOAT32, big, 2);
+  uop *ast = xb ? only_ast(tg_softmax(xb, -1)) : NULL;
+  CHECK(!ast || prefetches(ast, true, true) == 0);
+  if (ast) uop_decref(ast);
+  for (int64_t c = 1; c <= 33; c += c < 17 ? 1 : 16) {
+    int64_t odd[2] = {5, c};
+    for (int seed = 1; seed <= 3; seed++) {
+      uint64_t st = 0x9e3779b97f4a7c15ull * (uint64_t)(seed * 31 + c);
+      program_set_opt_hook(random_opts, &st);
+      for (int k = 0; k < NKINDS; k++) run_rows(k, odd, 2, 1);
+    }
+    program_set_opt_hook(NULL, NULL);
+  }
+  tg_scope_end(s);
+  free(d), free(db);
 }

@@ -41,6 +41,11 @@ typedef struct lin_ctx {
   ptrmap scratch_store;
   int nscratch;
   int64_t scratch_bytes;
+  /* next-row prefetch (below): the row loop, the buffers a row reduction of the row has read
+   * (→ 1, or 2 once prefetched), and each LOAD → the PREFETCH emitted after it */
+  uop *row;
+  ptrmap row_read;
+  ptrmap prefetch_after;
 } lin_ctx;
 
 static bool emitted(lin_ctx *c, uop *u) {
@@ -220,9 +225,11 @@ static void emit(lin_ctx *c, uop *u) {
   if (u->op == OP_SINK) return;
   if (uop_is_alu(u) && u->dtype != TG_INT64) c->info->flops += (uint64_t)c->trips * lane_factor(u);
   if (u->op == OP_WMMA) c->info->flops += (uint64_t)c->trips * 2 * 16 * 8 * 16 / 32; /* a lane's share of the tile */
-  push(c, u->op == OP_STORE ? L_STORE : L_VALUE, u);
+  push(c, u->op == OP_STORE || u->op == OP_PREFETCH ? L_STORE : L_VALUE, u); /* L_STORE: no value */
   uop *keep = ptrmap_get(&c->scratch_store, u); /* a row reduction's operand the output reads again */
   if (keep) emit(c, keep);
+  uop *next_row = ptrmap_get(&c->prefetch_after, u);
+  if (next_row) emit(c, next_row);
 }
 
 static bool has_reduce(lin_ctx *c, uop *u) {
@@ -413,6 +420,65 @@ static bool plan_scratch(lin_ctx *c, uop *u) {
   return changed;
 }
 
+/* ---------------------------------------------------------------- next-row prefetch */
+
+/* A row kernel reads a row of a buffer in one loop (softmax's max: from memory, bandwidth-
+ * bound) and again in a later one (the sum of exps: from the cache, compute-bound). In the
+ * later loop each load is followed by a prefetch of the same element of the next row, so the
+ * memory works while the ALUs do instead of between rows (docs/optimizer.md, "Next-row
+ * prefetch"). Host devices (kernel_info.row_prefetch), unmasked loads, rows of at most
+ * ROW_SCRATCH_BYTES (a row must still be cached when its own turn comes); the last row
+ * prefetches the first ((row + 1) mod rows), so no address leaves the buffer. */
+typedef struct prefetch_walk {
+  lin_ctx *c;
+  ptrmap seen;
+  bool plan; /* plan prefetches (a later loop), else note what the row's loops read */
+} prefetch_walk;
+
+/* Elements of a row u's index walks (the product of its loops that are not open yet). */
+static int64_t row_elements(lin_ctx *c, uop *u, ptrmap *seen) {
+  if (ptrmap_has(seen, u) || !(deps_of(c, u) & ~c->open)) return 1;
+  ptrmap_put(seen, u, u);
+  int64_t n = u->op == OP_RANGE ? trip_count(u) : 1;
+  for (int i = 0; i < u->nsrc; i++) n *= row_elements(c, u->src[i], seen);
+  return n;
+}
+
+static void prefetch_next_row(lin_ctx *c, uop *ld) {
+  uop *g = ld->src[0], *row = c->row;
+  ptrmap seen = {0};
+  int64_t bytes = row_elements(c, ld->src[1], &seen) * (ld->vcount ? ld->vcount : 1) * (int64_t)tg_dtype_size(ld->dtype);
+  ptrmap_free(&seen);
+  if (bytes > ROW_SCRATCH_BYTES) return;
+  scratch_ctx s = {.c = c, .r = row, .o = uop_alu(OP_MOD, uop_add(row, uop_idx(1)), row->src[0]), .rbit = deps_of(c, row)};
+  uop *src[2] = {g, subst_range(&s, ld->src[1])};
+  ptrmap_free(&s.subst);
+  if (!src[1]) return;
+  ptrmap_put(&c->prefetch_after, ld, uop_new(OP_PREFETCH, ld->dtype, src, 2, NULL, 0));
+  ptrmap_put(&c->row_read, g, (void *)2);
+}
+
+static void walk_row_loads(prefetch_walk *w, uop *u) {
+  lin_ctx *c = w->c;
+  if (u->op == OP_REDUCE || ptrmap_has(&w->seen, u) || !(deps_of(c, u) & ~c->open)) return;
+  ptrmap_put(&w->seen, u, u);
+  for (int i = 0; i < u->nsrc; i++) walk_row_loads(w, u->src[i]);
+  uop *g = u->op == OP_LOAD ? u->src[0] : NULL;
+  if (!g || g->op != OP_DEFINE_GLOBAL || is_row_scratch(g) || !(deps_of(c, u->src[1]) & deps_of(c, c->row))) return;
+  uintptr_t state = (uintptr_t)ptrmap_get(&c->row_read, g);
+  bool unmasked = u->nsrc == 2 && !(u->narg > 2 && u->arg[2]) && !u->src[1]->vcount; /* not a gather either */
+  if (!w->plan && !state) ptrmap_put(&c->row_read, g, (void *)1);
+  else if (w->plan && state == 1 && unmasked) prefetch_next_row(c, u);
+}
+
+/* Before row reduction u (plan) or after it: its loops' loads of the row. */
+static void row_prefetch(lin_ctx *c, uop *u, bool plan) {
+  if (!c->info->row_prefetch || !c->row) return;
+  prefetch_walk w = {.c = c, .plan = plan};
+  for (int i = 0; i < reduce_nbody(u); i++) walk_row_loads(&w, u->src[i]);
+  ptrmap_free(&w.seen);
+}
+
 /* Between output loops: the REDUCEs that need no loop not yet open (a row's max or sum fused
  * into the kernel that normalizes the row, docs/architecture.md "Fusion policy"): computed
  * once per row, before the loops over the row's elements, not once per element. */
@@ -422,7 +488,9 @@ static void emit_row_reduces(lin_ctx *c) {
     uop *r = c->reduces.v[i];
     if (emitted(c, r) || group_combine(r) || (deps_of(c, r) & ~c->open)) continue;
     bool changed = plan_scratch(c, r);
+    row_prefetch(c, r, true);
     emit(c, r);
+    row_prefetch(c, r, false);
     any = true;
     if (changed) i = (size_t)-1; /* a new list: from its start (emitted ones are skipped) */
   }
@@ -463,6 +531,7 @@ int linearize(uop *sink, lin_program *prog, kernel_info *info) {
     push(&c, L_LOOP, outer.v[i]);
     c.open |= deps_of(&c, outer.v[i]);
     c.trips *= trip_count(outer.v[i]);
+    c.row = outer.v[i];
     if (i + 1 < outer.n) emit_row_reduces(&c);
   }
   emit(&c, sink);
@@ -477,6 +546,8 @@ int linearize(uop *sink, lin_program *prog, kernel_info *info) {
   ptrmap_free(&c.has_reduce);
   ptrmap_free(&c.row_hoisted);
   ptrmap_free(&c.scratch_store);
+  ptrmap_free(&c.row_read);
+  ptrmap_free(&c.prefetch_after);
   if (c.err) { VEC_FREE(c.ops); return c.err; }
   prog->ops = c.ops.v, prog->n = (int)c.ops.n;
   return 0;

@@ -183,7 +183,10 @@ static int parse_opts(const char *text, kshape *ks) {
 int program_shape_init(const device *dev, uop *ast, kshape *ks) {
   int rc = kshape_init(ks, ast);
   if (device_is_gpu(dev)) kshape_use_workgroups(ks, &dev->caps);
-  else ks->stream_bytes = tg_getenv_int("STREAM", 1) ? dev->caps.llc_bytes : 0; /* STREAM=0: none (debug.md) */
+  else {
+    ks->stream_bytes = tg_getenv_int("STREAM", 1) ? dev->caps.llc_bytes : 0; /* STREAM=0: none (debug.md) */
+    ks->row_prefetch = tg_getenv_int("PREFETCH", 1);                         /* PREFETCH=0: none */
+  }
   return rc;
 }
 

@@ -508,6 +508,13 @@ static void render_store(renderer *r, uop *u) {
   sb_printf(&r->out, " }\n");
 }
 
+/* PREFETCH(g, idx): a cache hint (host C only: a work-item device gets none, linearize.c). */
+static void render_prefetch(renderer *r, uop *u) {
+  if (r->fl->gpu) return;
+  indent(r);
+  sb_printf(&r->out, "__builtin_prefetch(%s + %s, 0, 2);\n", name_of(r, u->src[0]), name_of(r, u->src[1]));
+}
+
 /* ---------------------------------------------------------------- reductions */
 
 static const char *reduce_identity(const renderer *r, uop *u, char *buf, size_t n) {
@@ -779,7 +786,7 @@ static void render_op(renderer *r, const lin_op *o) {
     case L_ACC_INIT: render_acc_init(r, u); break;
     case L_ACC_UPDATE: render_acc_update(r, u); break;
     case L_ACC_FINAL: break; /* the accumulator is the value */
-    case L_STORE: render_store(r, u); break;
+    case L_STORE: u->op == OP_PREFETCH ? render_prefetch(r, u) : render_store(r, u); break;
     case L_VALUE:
       if (u->op == OP_REDUCE) render_group_combine(r, u, (int)(o - r->prog->ops));
       else render_value(r, u, (int)(o - r->prog->ops));

@@ -671,6 +671,15 @@ static void render_store(lr *r, uop *u) {
   if (gate) close_gate(r, id);
 }
 
+/* PREFETCH(g, idx): element idx's line into the caches (read, locality 2: the L2 and out, a
+ * next row that must not push the current one out of the L1). */
+static void render_prefetch(lr *r, uop *u) {
+  const char *p = elem_ptr(r, u->src[0], opnd(r, u->src[1], 0), 0);
+  const char *b = ins(r, "bitcast %s* %s to i8*", mem_elem[u->src[0]->dtype], p);
+  declare(r, "declare void @llvm.prefetch.p0i8(i8* nocapture readonly, i32 immarg, i32 immarg, i32 immarg)");
+  line(r, "call void @llvm.prefetch.p0i8(i8* %s, i32 0, i32 2, i32 1)", b);
+}
+
 /* ---------------------------------------------------------------- reductions */
 
 static const char *identity(lr *r, uop *u, int w) {
@@ -781,7 +790,7 @@ static void render_op(lr *r, const lin_op *o) {
     case L_ACC_INIT: render_acc_init(r, o->u); break;
     case L_ACC_UPDATE: render_acc_update(r, o->u); break;
     case L_ACC_FINAL: render_acc_final(r, o->u); break;
-    case L_STORE: render_store(r, o->u); break;
+    case L_STORE: o->u->op == OP_PREFETCH ? render_prefetch(r, o->u) : render_store(r, o->u); break;
     case L_VALUE: render_value(r, o->u); break;
   }
 }

@@ -740,7 +740,7 @@ static void render_end(ptx_r *r, uop *u) {
 
 static bool written_slot(const lin_program *p, int64_t slot) {
   for (int i = 0; i < p->n; i++)
-    if (p->ops[i].kind == L_STORE && p->ops[i].u->src[0]->arg[0] == slot) return true;
+    if (p->ops[i].u->op == OP_STORE && p->ops[i].u->src[0]->arg[0] == slot) return true;
   return false;
 }
 
@@ -764,7 +764,7 @@ static void render_op(ptx_r *r, const lin_program *p, const lin_op *o) {
     case L_ACC_INIT: render_acc_init(r, o->u); break;
     case L_ACC_UPDATE: render_acc_update(r, o->u); break;
     case L_ACC_FINAL: break; /* scalar: the accumulator is the value */
-    case L_STORE: render_store(r, o->u); break;
+    case L_STORE: if (o->u->op != OP_PREFETCH) render_store(r, o->u); break; /* a cache hint: none here */
     case L_VALUE:
       if (o->u->op == OP_REDUCE) render_group_combine(r, o->u);
       else render_value(r, p, o->u);

@@ -330,7 +330,7 @@ static int shape_rank(uop_op op, uop *const *src, int nsrc, int narg) {
     case OP_IOTA: return 1;
     case OP_RESHAPE: case OP_EXPAND: return narg;
     case OP_SINK: case OP_INDEX: case OP_DEFINE_GLOBAL: case OP_RANGE: case OP_LOAD:
-    case OP_STORE: case OP_REDUCE: case OP_DEFINE_VAR: return -1;
+    case OP_STORE: case OP_REDUCE: case OP_DEFINE_VAR: case OP_PREFETCH: return -1;
     default: return nsrc ? uop_ndim(src[0]) : -1;
   }
 }

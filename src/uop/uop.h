@@ -68,7 +68,10 @@
   X(MULTI, -1, UOP_FLAG_TENSOR)                                                 \
   /* a warp's tensor-core multiply-accumulate (codegen.h: sources the A, B, C fragments, vcount \
    * 4: D; arg [shape, operand dtype]); last, so the other ops keep their numbers in caches */ \
-  X(WMMA, -1, UOP_FLAG_KERNEL)
+  X(WMMA, -1, UOP_FLAG_KERNEL)                                                  \
+  /* a hint: bring element src[1] of buffer src[0] into the cache (no value; host devices:    \
+   * linearize.c's next-row prefetch) */                                        \
+  X(PREFETCH, 2, UOP_FLAG_KERNEL)
 
 typedef enum uop_op {
 #define UOP_ENUM(name, n, f) OP_##name,
