@@ -299,15 +299,15 @@ static uop *only_ast(tg_tensor *y) {
 }
 
 /* The program of ast as the default device builds it, under its heuristics' actions (or none:
- * scalar code), with or without next-row prefetches; 0 or an error. The caller frees lin->ops
- * and releases the pool to its mark. */
-static int build_program(uop *ast, bool optimize, bool prefetch, lin_program *lin) {
+ * scalar code), prefetching rows of buffers larger than prefetch_bytes (0: none); 0 or an
+ * error. The caller frees lin->ops and releases the pool to its mark. */
+static int build_program(uop *ast, bool optimize, int64_t prefetch_bytes, lin_program *lin) {
   static const vector_forms scalar_only = {NULL};
   const device *dev = device_default();
   kshape ks;
   if (kshape_init(&ks, ast) < 0) return -2;
   if (optimize) kshape_optimize(&ks, ast, &dev->caps);
-  ks.row_prefetch = prefetch;
+  ks.prefetch_bytes = prefetch_bytes;
   kernel_info info = {0};
   uop *sink = lower_kernel(ast, &ks, STAGE_ONLY, &info);
   if (sink) sink = devectorize(sink, dev->vectors ? dev->vectors : &scalar_only);
@@ -320,7 +320,7 @@ static int scratch_counts(uop *ast, bool optimize, int *loads_out) {
   size_t mark = uop_pool_mark();
   lin_program lin = {0};
   int stores = -2, loads = 0;
-  if (build_program(ast, optimize, false, &lin) == 0) {
+  if (build_program(ast, optimize, 0, &lin) == 0) {
     stores = 0;
     for (int i = 0; i < lin.n; i++) {
       uop *u = lin.ops[i].u;
@@ -456,12 +456,12 @@ TEST(fuse_rows_scratch_softmax_backward) {
 /* PREFETCHes in the program of ast (build_program), or -1 if one is misplaced: each must sit
  * inside the row loop and a loop over the row, after a load of its buffer in that loop, with an
  * index that never leaves the buffer (its value range, symbolic.c, within [0, elements)). */
-static int prefetches(uop *ast, bool optimize, bool prefetch) {
+static int prefetches(uop *ast, bool optimize, int64_t prefetch_bytes) {
   size_t mark = uop_pool_mark();
   lin_program lin = {0};
   int n = -2, depth = 0, loaded_at = -1;
   uop *loaded = NULL; /* the buffer of the last load, at depth loaded_at */
-  if (build_program(ast, optimize, prefetch, &lin) == 0) {
+  if (build_program(ast, optimize, prefetch_bytes, &lin) == 0) {
     n = 0;
     for (int i = 0; i < lin.n && n >= 0; i++) {
       uop *u = lin.ops[i].u;
@@ -480,8 +480,8 @@ static int prefetches(uop *ast, bool optimize, bool prefetch) {
 
 /* Softmax, log_softmax and layernorm read a row twice in row reductions (max then sum; mean
  * then variance): the second loop prefetches the next row, one PREFETCH per load of x (none
- * with the flag off, none in rmsnorm: one reduction). Rows past ROW_SCRATCH_BYTES prefetch
- * nothing. Values under the prefetches: every kind against the naive loops (run_rows), rows
+ * when off, none for a buffer within the threshold, by default the L2, none in rmsnorm: one
+ * reduction). Rows past ROW_SCRATCH_BYTES prefetch nothing. Values under the prefetches: every kind against the naive loops (run_rows), rows
  * of 1..33 elements with random actions. */
 TEST(fuse_rows_prefetch_next_row) {
   if (!fuses_here()) SKIP("work-item devices do not fuse row reductions (no row loops to prefetch in)");
@@ -495,16 +495,18 @@ TEST(fuse_rows_prefetch_next_row) {
     uop *ast = only_ast(apply(k, x, 1));
     CHECK(ast != NULL);
     if (!ast) continue;
-    int vec = prefetches(ast, true, true), scalar = prefetches(ast, false, true), off = prefetches(ast, true, false);
-    CHECK(vec == want[k] && scalar == want[k] && off == 0);
-    if (vec != want[k] || scalar != want[k] || off) printf("  %s: %d, %d and %d prefetches, want %d\n", kind_names[k], vec, scalar, off, want[k]);
+    int vec = prefetches(ast, true, 1), scalar = prefetches(ast, false, 1), off = prefetches(ast, true, 0);
+    int cached = prefetches(ast, true, device_default()->caps.l2_bytes); /* the default: x (3 KB) stays cached */
+    CHECK(vec == want[k] && scalar == want[k] && off == 0 && cached == 0);
+    if (vec != want[k] || scalar != want[k] || off || cached)
+      printf("  %s: %d, %d, %d and %d prefetches, want %d\n", kind_names[k], vec, scalar, off, cached, want[k]);
     uop_decref(ast);
     run_rows(k, shape, 2, 1);
   }
   float *db = inputs(big[0] * big[1], 5);
   tg_tensor *xb = tg_from_data(db, TG_FLOAT32, big, 2);
   uop *ast = xb ? only_ast(tg_softmax(xb, -1)) : NULL;
-  CHECK(!ast || prefetches(ast, true, true) == 0);
+  CHECK(!ast || prefetches(ast, true, 1) == 0);
   if (ast) uop_decref(ast);
   for (int64_t c = 1; c <= 33; c += c < 17 ? 1 : 16) {
     int64_t odd[2] = {5, c};

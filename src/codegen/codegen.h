@@ -128,7 +128,7 @@ typedef struct kshape {
   int local_max;
   int64_t local_bytes;
   int64_t stream_bytes; /* stores to a buffer larger than this stream past the caches (0: none) */
-  bool row_prefetch;    /* the linearizer may prefetch a row kernel's next row (host devices) */
+  int64_t prefetch_bytes; /* a row kernel prefetches the next row of a buffer larger than this (0: never; host devices) */
   tg_dtype red_dtype; /* dtype of the first reduction (its partials in local memory) */
   /* Tensor cores: the device's shapes (caps.tc; 0 on host devices and without a warp of 32),
    * the dim triples a tile can take (tc_match: a float32 sum of products of two 16-bit float
@@ -189,7 +189,8 @@ typedef struct kernel_info {
   uint64_t bytes;       /* bytes of all buffers touched */
   bool row_scratch;     /* the linearizer may keep a row reduction's operand for the row's
                            output loop in a local array (host devices: output loops are loops) */
-  bool row_prefetch;    /* ... and prefetch the next row where a loop reads a row again */
+  int64_t prefetch_bytes; /* ... and prefetch the next row of a buffer larger than this where a
+                           loop reads a row again (0: never) */
 } kernel_info;
 
 /* Row scratch (linearize.c): a local array of the kernel function is a DEFINE_GLOBAL with arg

@@ -426,8 +426,9 @@ static bool plan_scratch(lin_ctx *c, uop *u) {
  * bound) and again in a later one (the sum of exps: from the cache, compute-bound). In the
  * later loop each load is followed by a prefetch of the same element of the next row, so the
  * memory works while the ALUs do instead of between rows (docs/optimizer.md, "Next-row
- * prefetch"). Host devices (kernel_info.row_prefetch), unmasked loads, rows of at most
- * ROW_SCRATCH_BYTES (a row must still be cached when its own turn comes); the last row
+ * prefetch"). Host devices, buffers larger than the L2 (kernel_info.prefetch_bytes: a smaller
+ * one stays cached), unmasked loads, rows of at most ROW_SCRATCH_BYTES (a row must still be
+ * cached when its own turn comes); the last row
  * prefetches the first ((row + 1) mod rows), so no address leaves the buffer. */
 typedef struct prefetch_walk {
   lin_ctx *c;
@@ -465,6 +466,7 @@ static void walk_row_loads(prefetch_walk *w, uop *u) {
   for (int i = 0; i < u->nsrc; i++) walk_row_loads(w, u->src[i]);
   uop *g = u->op == OP_LOAD ? u->src[0] : NULL;
   if (!g || g->op != OP_DEFINE_GLOBAL || is_row_scratch(g) || !(deps_of(c, u->src[1]) & deps_of(c, c->row))) return;
+  if ((double)g->arg[1] * (double)tg_dtype_size(u->dtype) <= (double)c->info->prefetch_bytes) return; /* cached anyway */
   uintptr_t state = (uintptr_t)ptrmap_get(&c->row_read, g);
   bool unmasked = u->nsrc == 2 && !(u->narg > 2 && u->arg[2]) && !u->src[1]->vcount; /* not a gather either */
   if (!w->plan && !state) ptrmap_put(&c->row_read, g, (void *)1);
@@ -473,7 +475,7 @@ static void walk_row_loads(prefetch_walk *w, uop *u) {
 
 /* Before row reduction u (plan) or after it: its loops' loads of the row. */
 static void row_prefetch(lin_ctx *c, uop *u, bool plan) {
-  if (!c->info->row_prefetch || !c->row) return;
+  if (!c->info->prefetch_bytes || !c->row) return;
   prefetch_walk w = {.c = c, .plan = plan};
   for (int i = 0; i < reduce_nbody(u); i++) walk_row_loads(&w, u->src[i]);
   ptrmap_free(&w.seen);

@@ -880,7 +880,7 @@ uop *lower_kernel(uop *ast, const kshape *ks_in, int stage, kernel_info *info) {
   kernel_facts(ast, info);
   /* host devices (codegen.h): a work-item device's state is scalar (kshape_use_workgroups) */
   info->row_scratch = ks_in != &plain && !ks_in->scalar && ks_in->local_max <= 1;
-  info->row_prefetch = info->row_scratch && ks_in->row_prefetch;
+  info->prefetch_bytes = info->row_scratch ? ks_in->prefetch_bytes : 0;
   setup_vars(&c, ast);
   setup_dsym(&c, ast, first_reduce(ast));
   setup_axes(&c, stage);

@@ -185,7 +185,7 @@ int program_shape_init(const device *dev, uop *ast, kshape *ks) {
   if (device_is_gpu(dev)) kshape_use_workgroups(ks, &dev->caps);
   else {
     ks->stream_bytes = tg_getenv_int("STREAM", 1) ? dev->caps.llc_bytes : 0; /* STREAM=0: none (debug.md) */
-    ks->row_prefetch = tg_getenv_int("PREFETCH", 1);                         /* PREFETCH=0: none */
+    ks->prefetch_bytes = tg_getenv_int("PREFETCH", 1) ? dev->caps.l2_bytes : 0; /* PREFETCH=0: none */
   }
   return rc;
 }
