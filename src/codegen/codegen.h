@@ -30,6 +30,8 @@ typedef struct device_caps {
   int max_local_size;   /* work-items in a workgroup (1: no workgroups) */
   int warp;             /* SIMD width of hardware threads (1 for a CPU) */
   int tc;               /* tensor-core shapes the device multiplies (TC_* bits; 0: none) */
+  bool f16c;            /* float16 <-> float32 conversion instructions (x86 F16C): the LLVM
+                         * renderer uses them (render_llvm_caps); the results are the same bits */
 } device_caps;
 
 /* Tensor-core shapes (device_caps.tc, the TC action's amount): warp-level D = A*B + C tiles.

@@ -494,6 +494,10 @@ static int llvm_launch(kernel_fn fn, void **args, int nargs, long long n) {
   return 0;
 }
 
+static char *llvm_render(const lin_program *progs, int n, const char *const *names) {
+  return render_llvm_caps(progs, n, names, &llvm_device.caps);
+}
+
 /* Load LLVM; the capabilities are the host CPU's as LLVM sees it (VECTOR_BYTES overrides the
  * width, as for the CPU device). */
 static int llvm_open(void) {
@@ -502,14 +506,15 @@ static int llvm_open(void) {
   if (env == 16 || env == 32 || env == 64) vb = env;
   int64_t l2 = host_cache_bytes(2), l3 = host_cache_bytes(3);
   llvm_device.caps = (device_caps){.vector_bytes = vb, .vector_registers = has_feature("avx512f") ? 32 : 16,
-                                   .l2_bytes = l2 > 0 ? l2 : 1 << 20, .llc_bytes = l3 > 0 ? l3 : 0, .threads = threadpool_size(), .max_local_size = 1, .warp = 1};
+                                   .l2_bytes = l2 > 0 ? l2 : 1 << 20, .llc_bytes = l3 > 0 ? l3 : 0, .threads = threadpool_size(), .max_local_size = 1, .warp = 1,
+                                   .f16c = has_feature("f16c") && tg_getenv_int("F16C", 1)};
   return 0;
 }
 
 device llvm_device = {
     .name = "LLVM",
     .open = llvm_open,
-    .render = render_llvm,
+    .render = llvm_render,
     .vectors = &llvm_vector_forms,
     .compile = llvm_compile,
     .launch = llvm_launch,

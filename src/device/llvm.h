@@ -15,6 +15,9 @@ extern struct device llvm_device;
 /* LLVM IR (LLVM 14 text) for the programs of one kernel: one function per program with the
  * signature and semantics of render_c's (caller frees; NULL with the error set). */
 char *render_llvm(const lin_program *progs, int n, const char *const *names);
+/* The same for a device with capabilities caps (NULL: none assumed): caps->f16c converts
+ * float16 with the hardware's instructions (same bits as without). */
+char *render_llvm_caps(const lin_program *progs, int n, const char *const *names, const device_caps *caps);
 
 /* Whether libLLVM-14 could be loaded and set up for this CPU (the first call loads it);
  * false with the reason as the thread's error ("libLLVM-14.so.1 not found: ..."). */

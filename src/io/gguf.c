@@ -534,23 +534,17 @@ static tg_tensor *cols(tg_tensor *x, int64_t lo, int64_t hi) {
 }
 
 /* The float16 at byte `at` of every block (two bytes, low first), as float32, repeated rep
- * times: (nb, rep). Decoded with integer ops rather than a float16 bitcast (the renderers
- * convert those in software): the magnitude bits m moved into a float32's place, the sign
- * or'ed in, scaled by 2^112 (exact for normal and subnormal halves); exponent 31 (m at or
- * above 0x7c00 << 13) gives the float32 infinity or NaN of the same bits. 11 integer ops and
- * a select: the consuming kernel runs them once per block and row (linearize.c hoists them
- * out of the block's value loop), 18 before: 0.21 -> 0.18 ms for a (2304, 768) Q8_0
- * matrix-vector product in cache. */
+ * times: (nb, rep). The 16 bits reinterpreted as float16 and cast: the renderers convert with
+ * the hardware's instruction where the device has one (device_caps.f16c: one vcvtph2ps per
+ * block and row, hoisted out of the block's value loop by linearize.c), else in software, to
+ * numpy's bits either way. The integer decode this replaced (the magnitude moved into a
+ * float32 and scaled by 2^112, 11 ops and a select) took 0.18-0.21 ms against 0.15 for a
+ * (2304, 768) Q8_0 matrix-vector product in cache (docs/performance.md). */
 static tg_tensor *half_rep(tg_tensor *w, int64_t at, int64_t rep) {
   int64_t nb = tg_dim(w, 0);
-  tg_tensor *lo = tg_cast(tg_expand(cols(w, at, at + 1), (int64_t[]){nb, rep}, 2), TG_UINT32);
-  tg_tensor *hi = tg_cast(tg_expand(cols(w, at + 1, at + 2), (int64_t[]){nb, rep}, 2), TG_UINT32);
-  tg_tensor *h = tg_bitwise_or(lo, alu_k(OP_SHL, hi, 8));
-  tg_tensor *m = alu_k(OP_SHL, alu_k(OP_AND, h, 0x7fff), 13);
-  tg_tensor *bits = tg_bitwise_or(m, alu_k(OP_SHL, alu_k(OP_AND, h, 0x8000), 16));
-  tg_tensor *special = tg_bitcast(alu_k(OP_OR, bits, 0x7f800000), TG_FLOAT32);
-  tg_tensor *finite = alu_k(OP_CMPLT, m, 0x7c00 << 13);
-  return tg_where(finite, alu_k(OP_MUL, tg_bitcast(bits, TG_FLOAT32), 0x1p112), special);
+  tg_tensor *lo = tg_cast(tg_expand(cols(w, at, at + 1), (int64_t[]){nb, rep}, 2), TG_UINT16);
+  tg_tensor *hi = tg_cast(tg_expand(cols(w, at + 1, at + 2), (int64_t[]){nb, rep}, 2), TG_UINT16);
+  return to_f32(tg_bitcast(tg_bitwise_or(lo, alu_k(OP_SHL, hi, 8)), TG_FLOAT16));
 }
 
 /* x >> s elementwise, s broadcast to x's shape (counts known to be in range: no guards). */

@@ -39,15 +39,25 @@ static const char *HELPERS =
     "if(b<0)return sgn&&(tg_i64)a==-1?((b&1)?a:1):a==1;tg_u64 r=1;"
     "while(b){if(b&1)r*=a;a*=a;b>>=1;}return r;}\n";
 
+/* float16 <-> float32 as numpy converts: round to nearest even; a NaN keeps its sign and
+ * payload (the top 10 bits of a float32's; 1 when none are set, so it stays a NaN), a
+ * signalling NaN signalling. Where the C compiler targets F16C (CPU device, -march=native),
+ * its instructions, which quiet signalling NaNs: the quiet bit is put back. */
 static const char *HALF_HELPERS =
+    "#if defined(__F16C__) && !defined(__OPENCL_VERSION__) && !defined(__CUDACC__)\n#include <immintrin.h>\n"
+    "TG_FN float tg_h2f(unsigned short h){unsigned int b=tg_f2u(_cvtsh_ss(h));"
+    "if((h&0x7fffu)>0x7c00u)b&=0xffbfffffu|((h&0x200u)<<13);return tg_u2f(b);}\n"
+    "TG_FN unsigned short tg_f2h(float f){unsigned int x=tg_f2u(f),h=_cvtss_sh(f,0);"
+    "if((x&0x7fffffffu)>0x7f800000u){h&=0xfdffu|((x>>13)&0x200u);if(!(h&0x3ffu))h|=1;}return (unsigned short)h;}\n"
+    "#else\n"
     "TG_FN float tg_h2f(unsigned short h){unsigned int s=(unsigned int)(h>>15)<<31,e=(h>>10)&31,m=h&1023,b;"
     "if(e==31)b=s|0x7f800000u|(m<<13);else if(e)b=s|((e+112)<<23)|(m<<13);else if(!m)b=s;"
     "else b=tg_f2u((float)m*5.9604644775390625e-8f)|s;return tg_u2f(b);}\n"
     "TG_FN unsigned short tg_f2h(float f){unsigned int x=tg_f2u(f);unsigned int s=(x>>16)&0x8000,a=x&0x7fffffffu;"
-    "if(a>0x7f800000u){unsigned int p=(a>>13)&1023;return (unsigned short)(s|0x7c00|(p?p:0x200));}if(a==0x7f800000u)return (unsigned short)(s|0x7c00);"
+    "if(a>0x7f800000u){unsigned int p=(a>>13)&1023;return (unsigned short)(s|0x7c00|(p?p:1));}if(a==0x7f800000u)return (unsigned short)(s|0x7c00);"
     "if(a>=0x477ff000u)return (unsigned short)(s|0x7c00);"
     "if(a<0x38800000u)return (unsigned short)(s|(unsigned int)TG_RINTF(tg_u2f(a)*16777216.0f));"
-    "unsigned int r=a+0xfffu+((a>>13)&1u);return (unsigned short)(s|((r-0x38000000u)>>13));}\n"
+    "unsigned int r=a+0xfffu+((a>>13)&1u);return (unsigned short)(s|((r-0x38000000u)>>13));}\n#endif\n"
     "TG_FN float tg_b2f(unsigned short h){return tg_u2f((unsigned int)h<<16);}\n"
     "TG_FN unsigned short tg_f2b(float f){unsigned int x=tg_f2u(f);"
     "if((x&0x7fffffffu)>0x7f800000u)return (unsigned short)((x>>16)|((x>>16)&127?0:64));return (unsigned short)((x+0x7fffu+((x>>16)&1u))>>16);}\n"

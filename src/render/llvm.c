@@ -13,7 +13,8 @@
  * division by 0 gives 0 and by -1 never traps, integer pow by squaring (tg_ipow), shifts of
  * 8- and 16-bit values promoted like C's, bool arithmetic computed in int and tested != 0,
  * bools stored as bytes, float16/bfloat16 stored as 16 bits and computed in float with a
- * round-to-nearest-even conversion after every op, and floating-point contraction (fma)
+ * round-to-nearest-even conversion after every op (float16 by F16C's instructions where the
+ * device has them, render_llvm_caps; numpy's bits either way), and floating-point contraction (fma)
  * allowed as gcc's default -ffp-contract=fast allows it. A float out of an int's range
  * converts as on x86 (C: undefined; LLVM's fptosi: poison). */
 #include <math.h>
@@ -38,6 +39,9 @@ typedef struct lr {
   int ntmp, nlabels, naccs;
   const char *cur;      /* the current block's label */
   bool uses_ipow;
+  bool f16c;            /* the device converts float16 in hardware (device_caps.f16c) */
+  ptrmap exact;         /* values whose NaN bits reach memory or a non-arithmetic op (exact_nans) */
+  bool quiet_ok;        /* the value being rendered is not one: a quieted NaN is as good */
   int err;
 } lr;
 
@@ -237,13 +241,17 @@ static const char *pick(lr *r, int w, const char *c, const char *a, const char *
   return ins(r, "select %s %s, %s %s, %s %s", ty(r, TG_BOOL, w), c, t, a, t, b);
 }
 
-/* float → IEEE half bits (in an i32), round to nearest even: tg_f2h of c.c. */
+/* float → IEEE half bits (in an i32), round to nearest even: tg_f2h of c.c. A NaN keeps its
+ * sign and top 10 payload bits, signalling or quiet as they say (1 when none are set, so it
+ * stays a NaN): numpy's rule. */
+static const char *f2h_hw(lr *r, int w, const char *f);
 static const char *f2h(lr *r, int w, const char *f) {
+  if (r->f16c) return f2h_hw(r, w, f);
   const char *x = ins(r, "bitcast %s %s to %s", ty(r, TG_FLOAT32, w), f, ty(r, TG_UINT32, w));
   const char *s = bitk(r, "and", w, bitk(r, "lshr", w, x, 16), 0x8000), *a = bitk(r, "and", w, x, 0x7fffffff);
   const char *p = bitk(r, "and", w, bitk(r, "lshr", w, a, 13), 1023);
   const char *inf = bitk(r, "or", w, s, 0x7c00);
-  const char *nan = bits2(r, "or", w, inf, pick(r, w, bitk(r, "icmp eq", w, p, 0), iconst(r, TG_UINT32, w, 0x200), p));
+  const char *nan = bits2(r, "or", w, inf, pick(r, w, bitk(r, "icmp eq", w, p, 0), iconst(r, TG_UINT32, w, 1), p));
   const char *af = ins(r, "bitcast %s %s to %s", ty(r, TG_UINT32, w), a, ty(r, TG_FLOAT32, w));
   const char *sc = ins(r, "fmul %s %s, %s", ty(r, TG_FLOAT32, w), af, fconst(r, TG_FLOAT32, w, 16777216.0));
   const char *rn = call1(r, "roundeven", ty(r, TG_FLOAT32, w), mangle(r, "f32", w), sc);
@@ -256,19 +264,47 @@ static const char *f2h(lr *r, int w, const char *f) {
   return pick(r, w, bitk(r, "icmp ugt", w, a, 0x7f800000), nan, v);
 }
 
-/* IEEE half bits (in an i32) → float: tg_h2f. */
+/* IEEE half bits (in an i32) → float: tg_h2f. The magnitude's bits moved into a float32's
+ * place and scaled by 2^112 (exact for normal and subnormal halves); exponent 31 gives the
+ * float32 infinity or NaN of the same bits, a NaN its payload, a signalling one signalling
+ * (numpy's float16 → float32). 9 ops and a select. */
+static const char *h2f_hw(lr *r, int w, const char *h);
 static const char *h2f(lr *r, int w, const char *h) {
-  const char *s = bitk(r, "shl", w, bitk(r, "lshr", w, h, 15), 31), *e = bitk(r, "and", w, bitk(r, "lshr", w, h, 10), 31);
-  const char *m = bitk(r, "and", w, h, 1023), *m13 = bitk(r, "shl", w, m, 13);
-  const char *infnan = bits2(r, "or", w, bitk(r, "or", w, s, 0x7f800000), m13);
-  const char *norm = bits2(r, "or", w, bits2(r, "or", w, s, bitk(r, "shl", w, bitk(r, "add", w, e, 112), 23)), m13);
-  const char *mf = ins(r, "uitofp %s %s to %s", ty(r, TG_UINT32, w), m, ty(r, TG_FLOAT32, w));
-  const char *sf32 = ins(r, "fmul %s %s, %s", ty(r, TG_FLOAT32, w), mf, fconst(r, TG_FLOAT32, w, 5.9604644775390625e-8));
-  const char *sub = bits2(r, "or", w, ins(r, "bitcast %s %s to %s", ty(r, TG_FLOAT32, w), sf32, ty(r, TG_UINT32, w)), s);
-  const char *v = pick(r, w, bitk(r, "icmp eq", w, m, 0), s, sub);
-  v = pick(r, w, bitk(r, "icmp ne", w, e, 0), norm, v);
-  v = pick(r, w, bitk(r, "icmp eq", w, e, 31), infnan, v);
-  return ins(r, "bitcast %s %s to %s", ty(r, TG_UINT32, w), v, ty(r, TG_FLOAT32, w));
+  if (r->f16c) return h2f_hw(r, w, h);
+  const char *m = bitk(r, "shl", w, bitk(r, "and", w, h, 0x7fff), 13), *s = bitk(r, "shl", w, bitk(r, "and", w, h, 0x8000), 16);
+  const char *f = ins(r, "bitcast %s %s to %s", ty(r, TG_UINT32, w), m, ty(r, TG_FLOAT32, w));
+  f = ins(r, "fmul %s %s, %s", ty(r, TG_FLOAT32, w), f, fconst(r, TG_FLOAT32, w, 0x1p112)); /* exact: normal and subnormal */
+  const char *fin = ins(r, "bitcast %s %s to %s", ty(r, TG_FLOAT32, w), f, ty(r, TG_UINT32, w));
+  const char *v = pick(r, w, bitk(r, "icmp ult", w, m, 0x0f800000), fin, bitk(r, "or", w, m, 0x7f800000));
+  return ins(r, "bitcast %s %s to %s", ty(r, TG_UINT32, w), bits2(r, "or", w, v, s), ty(r, TG_FLOAT32, w));
+}
+
+/* The same with the hardware's conversion (F16C's vcvtph2ps / vcvtps2ph: fpext and fptrunc
+ * through half), which quiets a signalling NaN: the NaN's quiet bit is put back as the
+ * software conversion gives it (a select per vector, off the values' path). */
+static const char *h2f_hw(lr *r, int w, const char *h) {
+  const char *hv = ins(r, "trunc %s %s to %s", ty(r, TG_UINT32, w), h, mty(r, TG_FLOAT16, w));
+  const char *half = ins(r, "bitcast %s %s to %s", mty(r, TG_FLOAT16, w), hv, w ? sf(r, "<%d x half>", w) : "half");
+  const char *f = ins(r, "fpext %s %s to %s", w ? sf(r, "<%d x half>", w) : "half", half, ty(r, TG_FLOAT32, w));
+  if (r->quiet_ok) return f; /* only arithmetic follows, which quiets the NaN anyway */
+  const char *nan = ins(r, "fcmp uno %s %s, %s", ty(r, TG_FLOAT32, w), f, f);
+  const char *keep = bitk(r, "or", w, bitk(r, "shl", w, bitk(r, "and", w, h, 0x200), 13), 0xffbfffff);
+  const char *bits = ins(r, "bitcast %s %s to %s", ty(r, TG_FLOAT32, w), f, ty(r, TG_UINT32, w));
+  const char *fixed = bits2(r, "and", w, bits, pick(r, w, nan, keep, iconst(r, TG_UINT32, w, 0xffffffff)));
+  return ins(r, "bitcast %s %s to %s", ty(r, TG_UINT32, w), fixed, ty(r, TG_FLOAT32, w));
+}
+
+static const char *f2h_hw(lr *r, int w, const char *f) {
+  const char *ht = w ? sf(r, "<%d x half>", w) : "half";
+  const char *half = ins(r, "fptrunc %s %s to %s", ty(r, TG_FLOAT32, w), f, ht);
+  const char *hv = ins(r, "bitcast %s %s to %s", ht, half, mty(r, TG_FLOAT16, w));
+  const char *hw = ins(r, "zext %s %s to %s", mty(r, TG_FLOAT16, w), hv, ty(r, TG_UINT32, w));
+  const char *x = ins(r, "bitcast %s %s to %s", ty(r, TG_FLOAT32, w), f, ty(r, TG_UINT32, w));
+  const char *q = bitk(r, "or", w, bitk(r, "and", w, bitk(r, "lshr", w, x, 13), 0x200), 0xfffffdff);
+  const char *fixed = bits2(r, "and", w, hw, q); /* the quiet bit as the float had it */
+  const char *none = bitk(r, "icmp eq", w, bitk(r, "and", w, fixed, 0x3ff), 0);
+  fixed = bits2(r, "or", w, fixed, ins(r, "zext %s %s to %s", ty(r, TG_BOOL, w), none, ty(r, TG_UINT32, w)));
+  return pick(r, w, ins(r, "fcmp uno %s %s, %s", ty(r, TG_FLOAT32, w), f, f), fixed, hw);
 }
 
 /* float → bfloat16 bits (in an i32), round to nearest even, NaN kept quiet: tg_f2b. */
@@ -538,6 +574,7 @@ static const char *alu_apply(lr *r, alu_in a) {
     const char *v = rule->fn(r, &wide);
     return ins(r, "icmp ne %s %s, %s", ty(r, TG_INT32, a.w), v, zero(TG_INT32, a.w));
   }
+  if (a.op == OP_BITCAST) return rule->fn(r, &a); /* a 16-bit float from its bits: nothing to round */
   return round16(r, a.dt, a.w, rule->fn(r, &a));
 }
 
@@ -783,7 +820,32 @@ static void render_value(lr *r, uop *u) {
   ptrmap_put(&r->names, u, (void *)v);
 }
 
+/* Ops that give a quiet NaN for a NaN operand, signalling or not, with its sign and payload
+ * (x86's addss/mulss/divss and their FMA: the first NaN operand, quieted), and ops that pass
+ * a float value on unchanged (a float cast of a float: no instruction; lanes). */
+static bool quiets(const uop *u) {
+  return (u->op == OP_ADD || u->op == OP_SUB || u->op == OP_MUL || u->op == OP_FDIV) && dtype_is_float(u->dtype);
+}
+static bool passes(const uop *u) {
+  return u->op == OP_VECTORIZE || u->op == OP_GEP ||
+         (u->op == OP_CAST && u->dtype == TG_FLOAT32 && dtype_is_float(u->src[0]->dtype) && u->src[0]->dtype != TG_FLOAT64);
+}
+
+/* r->exact: the values of p whose NaN bits are seen as they are (stored, compared, selected,
+ * bitcast, reduced). A float16 converted by F16C (which quiets a signalling NaN) needs its
+ * quiet bit put back only there; where only quieting arithmetic follows, both give the same
+ * result (a Q8_0 scale times its values). Uses come after their values: one backward walk. */
+static void exact_nans(lr *r, const lin_program *p) {
+  for (int i = p->n - 1; i >= 0 && !r->err; i--) {
+    uop *u = p->ops[i].u;
+    bool exact = p->ops[i].kind != L_VALUE || !(quiets(u) || (passes(u) && !ptrmap_get(&r->exact, u)));
+    for (int j = 0; exact && j < u->nsrc; j++)
+      if (ptrmap_put(&r->exact, u->src[j], (void *)1) < 0) r->err = TG_ERR_NOMEM;
+  }
+}
+
 static void render_op(lr *r, const lin_op *o) {
+  r->quiet_ok = o->kind == L_VALUE && !ptrmap_get(&r->exact, o->u);
   switch (o->kind) {
     case L_LOOP: render_loop(r, o->u); break;
     case L_END: render_end(r, o->u); break;
@@ -831,6 +893,7 @@ static void render_function(lr *r, const lin_program *p, const char *name, strbu
   r->out = (strbuf){0}, r->allocas = (strbuf){0};
   declare_scratch(r, p);
   r->cur = "entry";
+  if (r->f16c) exact_nans(r, p);
   for (int i = 0; i < p->n && !r->err; i++) render_op(r, &p->ops[i]);
   strbuf params = {0}, args = {0};
   sb_printf(dst, "define void @\"%s\"(i8** nocapture readonly %%args, i64 %%tg_start, i64 %%tg_end) #0 {\nentry:\n", name);
@@ -853,12 +916,14 @@ static void render_function(lr *r, const lin_program *p, const char *name, strbu
 static void reset_function(lr *r) {
   for (size_t i = 0; i < r->strs.n; i++) free(r->strs.v[i]);
   r->strs.n = 0;
-  ptrmap_free(&r->names), ptrmap_free(&r->accs);
+  ptrmap_free(&r->names), ptrmap_free(&r->accs), ptrmap_free(&r->exact);
   r->loops.n = 0, r->ntmp = r->nlabels = r->naccs = 0;
 }
 
-char *render_llvm(const lin_program *progs, int n, const char *const *names) {
-  lr r = {0};
+char *render_llvm(const lin_program *progs, int n, const char *const *names) { return render_llvm_caps(progs, n, names, NULL); }
+
+char *render_llvm_caps(const lin_program *progs, int n, const char *const *names, const device_caps *caps) {
+  lr r = {.f16c = caps && caps->f16c};
   strbuf src = {0};
   for (int i = 0; i < n && !r.err; i++) {
     render_function(&r, &progs[i], names[i], &src);
