@@ -84,7 +84,7 @@ def main():
     ap.add_argument("--prompt", type=int, default=64)
     ap.add_argument("--decode", type=int, default=32)
     ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--skip", default="", help="comma-separated rows to leave out: hf,jit,f32,q8_0,torch")
+    ap.add_argument("--skip", default="", help="comma-separated rows to leave out: hf,jit,f32,q8_0,q8jit,torch")
     ap.add_argument("--threads", default=f"1,{os.cpu_count()}", help="thread counts to run each row with")
     a = ap.parse_args()
     import torch
@@ -103,7 +103,8 @@ def main():
     rows = [("hf", "tg f32 (HF directory)", ["--model", out], False),
             ("jit", "tg f32 (HF directory), tg_jit", ["--model", out, "--jit"], False),
             ("f32", "tg f32 (GGUF)", ["--gguf", os.path.join(out, "f32.gguf")], False),
-            ("q8_0", "tg Q8_0 (GGUF)", ["--gguf", os.path.join(out, "q8_0.gguf")], True)]
+            ("q8_0", "tg Q8_0 (GGUF)", ["--gguf", os.path.join(out, "q8_0.gguf")], True),
+            ("q8jit", "tg Q8_0 (GGUF), tg_jit", ["--gguf", os.path.join(out, "q8_0.gguf"), "--jit"], True)]
     for key, label, args, q8 in rows:
         if key in skip:
             continue
