@@ -5,7 +5,8 @@
  * weight bytes read per second, the time relative to float32's (which reads 4-7x the bytes)
  * and the kernels a product runs.
  *
- *   ./build/bench_gguf_matvec [ROWS COLS REPS]      (default 4096 4096 30) */
+ *   ./build/bench_gguf_matvec [ROWS COLS REPS]      (default 4096 4096 30)
+ *   TYPES=q8_0,q4_k: only those quantized rows (float32, the reference, always runs) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,7 +87,9 @@ int main(int argc, char **argv) {
   printf("y = W x, W (%lld, %lld), best of %d\n", (long long)rows, (long long)cols, reps);
   printf("%-6s %10s %12s %8s %8s\n", "type", "ms", "weight GB/s", "x f32", "kernels");
   double f32_ms = 0;
+  const char *only = getenv("TYPES"); /* e.g. TYPES=q8_0: the other rows left out (float32 always runs) */
   for (int i = 0; i < NTYPES; i++) {
+    if (i > 0 && only && !strstr(only, types[i].name)) continue;
     tg_gguf_tensor_info info;
     tg_gguf_tensor_info_at(g, i, &info);
     tg_tensor *w = tg_gguf_tensor(g, types[i].name);
