@@ -6,7 +6,8 @@
  *   make build/bench_onnx_conv && ./build/bench_onnx_conv [BATCH [FILTER]]
  *
  * BATCH (default 1); FILTER: only the layers whose name contains it ("r18", "mb", "dw", "demo"); REPS
- * (env) runs per layer (default 5, 2 above 2 GMACs). THREADS=1 gives steadier numbers on a
+ * (env) runs per layer (default 5, 2 above 2 GMACs); NOBIAS=1 (env) times the conv without its bias
+ * (the kernel then ends at the reduction: its own shape, e.g. a 1x1 conv's flattened positions). THREADS=1 gives steadier numbers on a
  * shared machine (a busy second core does not hold up every kernel). Times: best of the runs of the kernels alone (tg_stats.kernel_seconds) after a warm-up
  * that compiles; the kernel count includes the padded input copy (docs/onnx.md, "Speed"). */
 #include <stdio.h>
@@ -105,7 +106,7 @@ static double time_layer(const layer *l, tg_tensor *x, tg_tensor *w, tg_tensor *
     tg_scope *s = tg_scope_begin();
     tg_reset_stats();
     double c0 = cpu_now();
-    tg_tensor *y = tg_conv2d(x, w, b, stride, pad, NULL, l->groups);
+    tg_tensor *y = tg_conv2d(x, w, getenv("NOBIAS") ? NULL : b, stride, pad, NULL, l->groups);
     if (!y || tg_realize(y) < 0) {
       fprintf(stderr, "%s: %s\n", l->name, tg_last_error());
       tg_scope_end(s);

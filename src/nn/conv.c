@@ -164,6 +164,37 @@ static bool strided_as_matmul(tg_tensor *w, const conv_geom *g) {
   return e > 0 || tg_dim(w, 1) >= IM2COL_MIN_CHANNELS;
 }
 
+/* A pointwise conv (1x1 kernel, stride 1, no padding, one group) is a matmul per image,
+ * (Cout, Cin) @ (Cin, positions). Summed over the positions flattened, the register tile
+ * takes 16 consecutive positions (two vectors) per row; over (H, W) it took two rows of 8 at a
+ * stride of W, 1.5-2.3x slower at 28x28 and 56x56 (MobileNetV2 at batch 1, one thread:
+ * 24->144 @56 0.29-0.41 -> 0.16-0.19 ms, 32->192 @28 0.14 -> 0.065; performance.md). Below 784
+ * positions (14x14: 196, 24.5 vectors) the flat rows fit fewer vectors per tile (MobileNetV2's
+ * 14x14 layers 15-20% slower flat), and above 512Ki outputs per image (16->96 @112) the flat
+ * loop order, every output channel's row written a tile at a time, was 1.7x slower. */
+#define POINTWISE_MIN_POSITIONS 784
+#define POINTWISE_MAX_OUTPUTS (512 * 1024)
+
+static bool pointwise_as_matmul(tg_tensor *w, const conv_geom *g, const tg_tensor *x) {
+  int64_t positions = 1;
+  if (g->groups != 1) return false;
+  for (int j = 0; j < g->nsp; j++) {
+    if (tg_dim(w, 2 + j) != 1 || g->stride[j] != 1 || g->pad_before[j] || g->pad_after[j]) return false;
+    positions *= tg_dim(x, 2 + j);
+  }
+  return positions >= POINTWISE_MIN_POSITIONS && positions * tg_dim(w, 0) <= POINTWISE_MAX_OUTPUTS;
+}
+
+/* (Cout, Cin) @ (N, Cin, positions) -> (N, Cout, positions), seen as (N, Cout, *spatial). */
+static tg_tensor *pointwise_conv(tg_tensor *x, tg_tensor *w, const conv_geom *g) {
+  int nsp = g->nsp;
+  int64_t positions = 1, out[TG_MAX_DIMS], xs[3], ws[2] = {tg_dim(w, 0), tg_dim(w, 1)};
+  out[0] = tg_dim(x, 0), out[1] = ws[0];
+  for (int j = 0; j < nsp; j++) positions *= tg_dim(x, 2 + j), out[2 + j] = tg_dim(x, 2 + j);
+  xs[0] = tg_dim(x, 0), xs[1] = tg_dim(x, 1), xs[2] = positions;
+  return tg_reshape(tg_matmul(tg_reshape(w, ws, 2), tg_reshape(x, xs, 3)), out, 2 + nsp);
+}
+
 /* d conv / d x: the transposed convolution of gy (correlation of gy, dilated by the stride,
  * with the flipped, transposed weight), padded so that it lands on x's positions. */
 static tg_tensor *conv_input_grad(tg_tensor *gy, tg_tensor *w, const int64_t *xshape, const conv_geom *g) {
@@ -234,6 +265,9 @@ static tg_tensor *conv_graph(tg_tensor *x, tg_tensor *w, const conv_geom *g) {
   tg_tensor *y = NULL;
   if (wino_applies(x, w, g->pad_before, g->pad_after, nsp, g->groups, g->stride, g->dilation)) {
     y = wino_conv2d(x, w, g->pad_before, g->pad_after); /* the same values, fewer multiplies (winograd.c) */
+  } else if (pointwise_as_matmul(w, g, x)) { /* nothing to pad; a computed x stored once, as below */
+    if (x->u->op != OP_BUFFER) x = tg_contiguous(x);
+    y = pointwise_conv(x, w, g);
   } else if (strided_as_matmul(w, g)) { /* the column copy reads the padded view: no copy before it */
     y = strided_matmul_conv(pad_or_crop(x, g->pad_before, g->pad_after, nsp, 0), w, g);
   } else if (pads && !depthwise) {

@@ -472,6 +472,54 @@ static uop *reshaped_param_rule(void *ctx, uop *u, uop **cap) {
 static const rule param_rules_list[] = {
     {"(VALUE)", value_rule}, {"(RESHAPE x)", reshaped_param_rule}, {"x", param_rule}, {NULL, NULL}};
 
+/* ---- a kernel's elementwise tail over its reduction (kernel_ast) */
+
+/* Does u read only stored inputs and constants through reshapes and broadcasts (a bias, a
+ * clamp's bounds, a residual), maybe combined elementwise? Reshaped to the reduction's shape,
+ * such a view stays plain strides; a permuted or padded one would become div/mod math. */
+static bool tail_operand(kctx *k, uop *u, int depth) {
+  if (u->nsrc == 0 || (u != k->root && is_root(k->s, u))) return true;
+  bool view = u->op == OP_RESHAPE || u->op == OP_EXPAND, alu = (uop_flags(u) & UOP_FLAG_ALU) != 0;
+  if (depth == 0 || (!view && !alu)) return false;
+  for (int i = 0; i < u->nsrc; i++)
+    if (!tail_operand(k, u->src[i], depth - 1)) return false;
+  return true;
+}
+
+#define TAIL_DEPTH 12
+#define TAIL_OPERAND ((uop *)&tail_operand_mark)
+static const char tail_operand_mark;
+
+/* The one reduction that u computes elementwise over, through reshapes, with tail operands
+ * for its other inputs; TAIL_OPERAND if u is one; NULL if neither (two reductions, another
+ * movement, a stored value on the way). */
+static uop *tail_reduction(kctx *k, uop *u, int depth) {
+  if (tail_operand(k, u, TAIL_DEPTH)) return TAIL_OPERAND;
+  if (u->op == OP_REDUCE_AXIS) return u;
+  if (depth == 0 || (u->op != OP_RESHAPE && !(uop_flags(u) & UOP_FLAG_ALU))) return NULL;
+  uop *r = TAIL_OPERAND;
+  for (int i = 0; i < u->nsrc; i++) {
+    uop *s = tail_reduction(k, u->src[i], depth - 1);
+    if (!s || (s != TAIL_OPERAND && r != TAIL_OPERAND && s != r)) return NULL;
+    if (s != TAIL_OPERAND) r = s;
+  }
+  return r;
+}
+
+/* u rebuilt over the reduction r in r's shape: reshapes on the way dropped, tail operands
+ * reshaped to r's shape. */
+static uop *tail_rebuild(kctx *k, uop *u, uop *r) {
+  if (u == r) return r;
+  if (tail_operand(k, u, TAIL_DEPTH)) return ushape_reshape(u, uop_shape(r), uop_ndim(r));
+  if (u->op == OP_RESHAPE) return tail_rebuild(k, u->src[0], r);
+  enum { MAX_SRC = 4 };
+  uop *src[MAX_SRC];
+  if (u->nsrc > MAX_SRC) return NULL;
+  for (int i = 0; i < u->nsrc; i++)
+    if (!(src[i] = tail_rebuild(k, u->src[i], r))) return NULL;
+  return uop_replace_src(u, src, u->nsrc);
+}
+
 static uop *kernel_ast(kctx *k, uop *root) {
   static rule_table *_Atomic table;
   rule_table *rules = rule_table_once(&table, "kernel_params", param_rules_list);
@@ -479,19 +527,12 @@ static uop *kernel_ast(kctx *k, uop *root) {
   if (!to_param(k, out, uop_shape(out), uop_ndim(out))) return NULL; /* slot 0 */
   k->root = root;
   uop *expr = root->op == OP_CONTIGUOUS ? root->src[0] : root;
-  /* A reshape leaves the flat order alone, and so does an op of one source on each element
-   * (the cast of a half matmul's result): a kernel ending in those computes the shape under
-   * them (a reduction's own dims, which the optimizer tiles) and stores the same elements. */
-  enum { MAX_TAIL = 8 };
-  uop *under = expr, *tail[MAX_TAIL];
-  int ntail = 0;
-  while (under->nsrc == 1 && !is_root(k->s, under->src[0])) {
-    if ((uop_flags(under) & UOP_FLAG_UNARY) && ntail < MAX_TAIL) tail[ntail++] = under;
-    else if (under->op != OP_RESHAPE) break;
-    under = under->src[0];
-  }
-  if (under->op == OP_REDUCE_AXIS)
-    for (expr = under; ntail > 0 && expr;) expr = uop_replace_src(tail[--ntail], &expr, 1);
+  /* A reshape leaves the flat order alone, and so does an elementwise op (the cast of a half
+   * matmul's result, a bias and a clamp) whose other operands are reshaped along: a kernel
+   * ending in those computes the shape under them (a reduction's own dims, which the optimizer
+   * tiles) and stores the same elements. */
+  uop *under = tail_reduction(k, expr, TAIL_DEPTH);
+  if (under && under != TAIL_OPERAND && under != expr) expr = tail_rebuild(k, expr, under);
   if (!expr) return NULL;
   if (make_value_blocks(k, expr) < 0) return NULL;
   uop *src[8];
