@@ -63,9 +63,15 @@ int ox_fail(const ox_node *n, int status, const char *fmt, ...) {
 
 /* ---------------------------------------------------------------- host values */
 
+static _Thread_local ox_reads *watched;
+
+void ox_watch_reads(ox_reads *r) { watched = r; }
+
 /* Realize t (at most cap elements) cast to dt into out; count or negative. */
 static int host_read(tg_tensor *t, tg_dtype dt, void *out, int cap) {
   if (!t) return tg_set_error(TG_ERR_ARG, "ONNX: a required input is missing");
+  if (watched && watched->n < OX_MAX_READS) watched->t[watched->n++] = t;
+  else if (watched) watched->more = true;
   int64_t n = tg_numel(t);
   if (n > cap) return tg_set_error(TG_ERR_ARG, "ONNX: an input read as a list has %lld values (at most %d)", (long long)n, cap);
   tg_scope *s = tg_scope_begin();

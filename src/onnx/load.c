@@ -293,7 +293,7 @@ tg_onnx_model *tg_onnx_load(const char *path) {
   int rc = 0;
   if (!m->proto) rc = tg_set_error(TG_ERR_IO, "ONNX: %s is not an ONNX model (protobuf parse failed)", path);
   else if (!m->proto->graph) rc = tg_set_error(TG_ERR_IO, "ONNX: %s has no graph", path);
-  else if (!(m->dir = dir_of(path))) rc = tg_set_error(TG_ERR_NOMEM, "tg_onnx_load: out of memory");
+  else if (!(m->dir = dir_of(path)) || !(m->replays = ox_replays_new())) rc = tg_set_error(TG_ERR_NOMEM, "tg_onnx_load: out of memory");
   if (!rc) {
     m->opset = model_opset(m->proto);
     rc = graph_build(&m->g, m->proto->graph, m->dir, NULL);
@@ -307,6 +307,7 @@ tg_onnx_model *tg_onnx_load(const char *path) {
 
 void tg_onnx_free(tg_onnx_model *m) {
   if (!m) return;
+  ox_replays_free(m->replays); /* its recordings hold initializers' buffers */
   graph_free(&m->g);
   if (m->proto) onnx__model_proto__free_unpacked(m->proto, NULL);
   free(m->dir);
@@ -413,6 +414,25 @@ static int store_output(ox_node *n, int i, int v) {
   return 0;
 }
 
+/* A watched run (replay.c): node k's outputs are computed from an input's data if one of its
+ * inputs is (but for Shape and Size, which read only the shape); a host read of such a value
+ * (an input that is, or a tensor the handler made from its inputs) marks the run. */
+static void note_data_reads(const ox_node *n, int k, const ox_reads *r) {
+  const ox_env *e = n->env;
+  const int *in = e->g->node_in[k], *out = e->g->node_out[k];
+  bool any = false;
+  for (int i = 0; i < n->nin; i++) any |= in[i] >= 0 && e->derived[in[i]];
+  for (int j = 0; j < r->n + r->more; j++) {
+    bool from_data = any; /* a tensor the handler made, or one past the list */
+    for (int i = 0; j < r->n && i < n->nin; i++)
+      if (n->in[i] && n->in[i] == r->t[j]) { from_data = e->derived[in[i]]; break; }
+    if (from_data) *e->reads_data = true;
+  }
+  bool shape_only = !strcmp(n->np->op_type, "Shape") || !strcmp(n->np->op_type, "Size");
+  for (int i = 0; i < n->nout; i++)
+    if (out[i] >= 0) e->derived[out[i]] = any && !shape_only;
+}
+
 static int run_node(const ox_env *e, int k) {
   const ox_graph *g = e->g;
   int opset = e->m->opset;
@@ -429,7 +449,10 @@ static int run_node(const ox_env *e, int k) {
   n.nin = (int)n.np->n_input, n.nout = (int)n.np->n_output;
   if (bind_inputs(&n, values, k)) return TG_ERR_ARG;
   tg_clear_error();
+  ox_reads reads = {0};
+  if (e->derived) ox_watch_reads(&reads);
   int rc = op->fn(&n);
+  if (e->derived) ox_watch_reads(NULL), note_data_reads(&n, k, &reads);
   for (int i = 0; rc == 0 && i < n.nout; i++)
     if (g->node_out[k][i] >= 0 && store_output(&n, i, g->node_out[k][i])) return tg_error_status_or(TG_ERR_ARG);
   if (rc < 0) {
@@ -474,7 +497,8 @@ int ox_run_subgraph(ox_node *n, const Onnx__GraphProto *gp, const ox_val *in, in
   const tg_onnx_value **others = NULL;
   if (!rc) rc = env_values(&g, &vals, &others);
   for (int i = 0; !rc && i < nin; i++) vals[g.inputs[i]] = in[i].t, others[g.inputs[i]] = in[i].v;
-  ox_env e = {outer->m, &g, vals, others, outer->arena, outer, outer->depth + 1};
+  /* not watched: its host reads count for the node that runs it */
+  ox_env e = {outer->m, &g, vals, others, outer->arena, outer, outer->depth + 1, NULL, NULL};
   if (!rc) rc = run_nodes(&e);
   for (int i = 0; !rc && i < nout; i++) { /* new handles: an initializer dies with g */
     int v = g.outputs[i];
@@ -556,15 +580,18 @@ static void into_callers_scope(tg_onnx_value *outputs, int n_outputs, int rc) {
 }
 
 /* Run m on tensor inputs tin (NULL: omitted) or value inputs vin; outputs as values in the
- * caller's scope. */
+ * caller's scope. reads_data: watch the run (ox_env.derived). */
 static int run_model(tg_onnx_model *m, tg_tensor *const *tin, const tg_onnx_value *vin, int n_inputs,
-                     tg_onnx_value *outputs, int n_outputs) {
+                     tg_onnx_value *outputs, int n_outputs, bool *reads_data) {
   for (int i = 0; i < n_outputs; i++) outputs[i] = ox_none;
   const ox_graph *g = &m->g;
   tg_tensor **vals;
   const tg_onnx_value **others;
   int rc = env_values(g, &vals, &others);
   if (rc) return rc;
+  uint8_t *derived = reads_data ? calloc((size_t)g->nvals + 1, 1) : NULL;
+  if (reads_data && !derived) return free(vals), free(others), tg_set_error(TG_ERR_NOMEM, "ONNX: out of memory");
+  for (int i = 0; derived && i < n_inputs; i++) derived[g->inputs[i]] = 1;
   ox_arena arena = {0};
   tg_scope *s = tg_scope_begin();
   for (int i = 0; !rc && i < n_inputs; i++) {
@@ -572,29 +599,30 @@ static int run_model(tg_onnx_model *m, tg_tensor *const *tin, const tg_onnx_valu
     if (vin) rc = bind_input(g, i, &vin[i], &vals[v], &others[v]);
     else vals[v] = tin[i], rc = check_input(g, i, &vals[v]);
   }
-  ox_env e = {m, g, vals, others, &arena, NULL, 0};
+  ox_env e = {m, g, vals, others, &arena, NULL, 0, derived, reads_data};
   if (!rc) rc = run_nodes(&e);
   for (int i = 0; !rc && i < n_outputs; i++) rc = take_output(g, i, vals[g->outputs[i]], others[g->outputs[i]], &outputs[i]);
   tg_scope_end(s);
   into_callers_scope(outputs, n_outputs, rc);
   arena_free(&arena);
-  free(vals), free(others);
+  free(vals), free(others), free(derived);
   return rc;
 }
 
 int tg_onnx_run_values(tg_onnx_model *m, const tg_onnx_value *inputs, int n_inputs, tg_onnx_value *outputs,
                        int n_outputs) {
   int rc = check_run_args(m, inputs, n_inputs, outputs, n_outputs);
-  return rc ? rc : run_model(m, NULL, inputs, n_inputs, outputs, n_outputs);
+  return rc ? rc : run_model(m, NULL, inputs, n_inputs, outputs, n_outputs, NULL);
 }
 
-int tg_onnx_run(tg_onnx_model *m, tg_tensor *const *inputs, int n_inputs, tg_tensor **outputs, int n_outputs) {
+int ox_run_tensors(tg_onnx_model *m, tg_tensor *const *inputs, int n_inputs, tg_tensor **outputs, int n_outputs,
+                   bool *reads_data) {
   int rc = check_run_args(m, inputs, n_inputs, outputs, n_outputs);
   if (rc) return rc;
   for (int i = 0; i < n_outputs; i++) outputs[i] = NULL;
   tg_onnx_value *out = calloc((size_t)n_outputs + 1, sizeof *out);
   if (!out) return tg_set_error(TG_ERR_NOMEM, "tg_onnx_run: out of memory");
-  rc = run_model(m, inputs, NULL, n_inputs, out, n_outputs);
+  rc = run_model(m, inputs, NULL, n_inputs, out, n_outputs, reads_data);
   for (int i = 0; !rc && i < n_outputs; i++)
     if (out[i].kind != TG_ONNX_TENSOR)
       rc = tg_set_error(TG_ERR_ARG, "tg_onnx_run: output '%s' is %s: use tg_onnx_run_values", m->g.output_names[i],

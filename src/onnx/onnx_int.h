@@ -46,6 +46,7 @@ struct tg_onnx_model {
   char *dir;   /* the model's directory: external data is relative to it */
   int opset;   /* of the default domain */
   ox_graph g;
+  struct ox_replays *replays; /* tg_onnx_run's recorded kernels per input signature (replay.c) */
 };
 
 /* The sequences and nones one run makes, freed when it ends. */
@@ -64,6 +65,11 @@ typedef struct ox_env {
   ox_arena *arena;
   const struct ox_env *parent;
   int depth;
+  /* A run watched for replay (replay.c; NULL in subgraphs and other runs): per value, 1 if it is
+   * computed from an input's data, not only its shape; *reads_data set when a node reads such a
+   * value on the host (its work then depends on the values). */
+  uint8_t *derived;
+  bool *reads_data;
 } ox_env;
 
 /* One value passed into or out of a subgraph: a tensor t, or a sequence / none v. */
@@ -132,6 +138,15 @@ int ox_fail(const ox_node *n, int status, const char *fmt, ...) __attribute__((f
 
 /* ---- host values of small tensors (attr.c): realize and read as int64/double. count or <0. */
 int ox_host_ints(tg_tensor *t, int64_t *out, int cap);
+/* The tensors read on the host while a watched node runs (ox_watch_reads; more: past the list). */
+#define OX_MAX_READS 16
+typedef struct ox_reads {
+  tg_tensor *t[OX_MAX_READS];
+  int n;
+  bool more;
+} ox_reads;
+/* While r is set on this thread, ox_host_ints/doubles note each tensor they read into it. */
+void ox_watch_reads(ox_reads *r);
 int ox_host_doubles(tg_tensor *t, double *out, int cap);
 /* Normalize axis into [0, ndim) or fail (-1 with an error). */
 int ox_axis(const ox_node *n, int64_t axis, int ndim);
@@ -140,6 +155,13 @@ tg_tensor *ox_quantize(tg_tensor *xf, tg_tensor *scale, tg_tensor *zp, tg_dtype 
 /* Run subgraph gp (an If branch, a Loop or Scan body) inside the node's graph: in[nin] bind its
  * inputs in order, out[nout] receive its outputs (tensors in the current scope). 0 or < 0. */
 int ox_run_subgraph(ox_node *n, const Onnx__GraphProto *gp, const ox_val *in, int nin, ox_val *out, int nout);
+/* tg_onnx_run without replays (load.c); reads_data (NULL: not watched) is set when the run read
+ * a value computed from an input's data on the host. */
+int ox_run_tensors(tg_onnx_model *m, tg_tensor *const *inputs, int n_inputs, tg_tensor **outputs, int n_outputs,
+                   bool *reads_data);
+/* The replay table of a model (replay.c): NULL on out of memory; freed with its recordings. */
+struct ox_replays *ox_replays_new(void);
+void ox_replays_free(struct ox_replays *r);
 /* A new sequence of n items (or none: kind TG_ONNX_NONE) owned by the run; NULL + error. */
 tg_onnx_value *ox_new_value(const ox_node *n, tg_onnx_kind kind, int count);
 /* The declared kind of a TypeProto (tg_onnx_input_kind's code). */

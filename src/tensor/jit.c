@@ -80,6 +80,8 @@ struct tg_jit {
 
 static _Thread_local recording *recording_now;
 
+bool jit_recording(void) { return recording_now != NULL; }
+
 /* ---------------------------------------------------------------- recording */
 
 static void recording_free(recording *r) {
@@ -157,6 +159,33 @@ static int refuse_sharded(uop *b, const char *what, int i) {
 
 /* Call fn once, recording into r: the items of every realize it does, and of realizing its
  * outputs (and pending assigns) at the end. */
+/* Does u's graph reach one of the inputs' nodes? */
+static bool reaches_input(uop *u, tg_tensor *const *in, int nin, ptrmap *seen) {
+  if (ptrmap_has(seen, u)) return false;
+  ptrmap_put(seen, u, u);
+  for (int i = 0; i < nin; i++)
+    if (u == in[i]->u) return true;
+  for (int i = 0; i < u->nsrc; i++)
+    if (reaches_input(u->src[i], in, nin, seen)) return true;
+  return false;
+}
+
+/* An output computed from the inputs whose buffer no recorded kernel wrote (external: the same
+ * expression of the same input is held elsewhere, and interned nodes share their buffer) was
+ * computed before this call: a replay would return that old buffer. */
+static int refuse_computed_before(const recording *r, tg_tensor **out, int nout) {
+  for (int i = 0; i < nout; i++) {
+    if (r->bufs.v[r->outputs[i]].cls != B_EXTERNAL) continue;
+    ptrmap seen = {0};
+    bool from_input = reaches_input(out[i]->u, r->inputs, r->ninputs, &seen);
+    ptrmap_free(&seen);
+    if (from_input)
+      return tg_set_error(TG_ERR_ARG, "jit: output %d was computed from the inputs before this call (the same expression "
+                                      "is held elsewhere), so no kernel made it: a replay would return that old value", i);
+  }
+  return 0;
+}
+
 static int record_call(tg_jit *j, recording *r, tg_tensor *const *in, int nin, tg_tensor **out, int nout) {
   *r = (recording){.inputs = in, .ninputs = nin};
   for (int i = 0; i < nin; i++) /* the inputs' own buffers exist before the call */
@@ -177,6 +206,7 @@ static int record_call(tg_jit *j, recording *r, tg_tensor *const *in, int nin, t
     if ((rc = refuse_sharded(tensor_buffer(out[i]), "output", i)) < 0) return rc;
     if ((r->outputs[r->noutputs++] = buf_index(r, tensor_buffer(out[i]), false)) < 0) return tg_set_error(TG_ERR_NOMEM, "jit: out of memory");
   }
+  if ((rc = refuse_computed_before(r, out, nout)) < 0) return rc;
   for (size_t k = 0; k < r->state.n; k++) {
     uop *now = tensor_buffer(r->state.v[k].t);
     if (!now) return tg_set_error(TG_ERR_ARG, "jit: an assigned tensor has no value after the call");

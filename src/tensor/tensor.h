@@ -30,6 +30,8 @@ tg_tensor *tensor_error(const char *fmt, ...) __attribute__((format(printf, 1, 2
 
 /* t is about to be assigned: a JIT recording on this thread notes its buffer before (jit.c). */
 void jit_note_assign(tg_tensor *t);
+/* Whether a tg_jit is recording on this thread (a JIT inside it would take its capture). */
+bool jit_recording(void);
 /* Drop a dying marked tensor from the parameter registry (src/grad/gradient.c). */
 void grad_forget(tg_tensor *t);
 

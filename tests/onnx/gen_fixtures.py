@@ -141,6 +141,25 @@ def sequences():
     write("sequence_truncated.pb", seq[:-7])
     write("optional_none.pb", numpy_helper.from_optional(None, "O", onnx.OptionalProto.TENSOR).SerializeToString())
     write("optional_tensor.pb", numpy_helper.from_optional(np.array([1, 2], np.float32), "O").SerializeToString())
+    replay_models()
+
+
+def replay_models():
+    """Models of tests/test_onnx_replay.c (tg_onnx_run's replays)."""
+    i64 = TensorProto.INT64
+    # Y = Reshape(2 X, S), S a graph input: the output's shape comes from input data (no replay)
+    write("replay_steer.onnx", model([helper.make_node("Mul", ["X", "two"], ["T"]), helper.make_node("Reshape", ["T", "S"], ["Y"])],
+                                     [vi("X", [2, 6]), vi("S", [2], i64)], [vi("Y", None)],
+                                     [numpy_helper.from_array(np.array(2, np.float32), "two")]).SerializeToString())
+    # Y = Reshape(X + 1, [N, -1]) with N = Shape(X)[0]: a host read of a value from X's shape only
+    write("replay_shape.onnx", model([helper.make_node("Add", ["X", "one"], ["T"]), helper.make_node("Shape", ["X"], ["s"]),
+                                      helper.make_node("Gather", ["s", "zero"], ["n"], axis=0),
+                                      helper.make_node("Concat", ["n", "minus1"], ["S"], axis=0),
+                                      helper.make_node("Reshape", ["T", "S"], ["Y"])],
+                                     [vi("X", ["N", 2, 3])], [vi("Y", ["N", 6])],
+                                     [numpy_helper.from_array(np.array(1, np.float32), "one"),
+                                      numpy_helper.from_array(np.array([0], np.int64), "zero"),
+                                      numpy_helper.from_array(np.array([-1], np.int64), "minus1")]).SerializeToString())
 
 
 if __name__ == "__main__":
