@@ -4,10 +4,11 @@ PyTorch, in one run, on the same seeded input and the same thread count (docs/on
   python3 bench/onnx_bench.py [--build build] [--threads N] [--runs R]
 
 tg runs build/example_onnx_run --bench (after a warm-up run that compiles; its thread pool uses
-TG_THREADS or the cores), and again with --jit (tg_jit replays the recorded kernels: no graph
-built or scheduled per run, as a serving loop would run it); onnxruntime uses the CPU execution provider with every graph
-optimization and intra_op_num_threads = N; PyTorch runs the same model in eval mode under
-torch.no_grad with torch.set_num_threads(N). Prints the mean and best latency of R runs each.
+TG_THREADS or the cores): tg_onnx_run replays the kernels it recorded from its third call on
+(docs/onnx.md, "Replays": no graph built or scheduled per run), and again with TG_ONNX_JIT=0
+(every run builds, schedules and looks up its kernels); onnxruntime uses the CPU execution
+provider with every graph optimization and intra_op_num_threads = N; PyTorch runs the same model
+in eval mode under torch.no_grad with torch.set_num_threads(N). Prints the mean and best latency of R runs each.
 Models come from scripts/onnx_models.py (exported once into BUILD/onnx_models).
 """
 import argparse
@@ -37,9 +38,10 @@ def timeit(fn, runs):
     return 1e3 * float(np.mean(ts)), 1e3 * float(np.min(ts))
 
 
-def bench_tg(build, path, pb, runs, jit=False):
-    r = subprocess.run([os.path.join(build, "example_onnx_run"), path, pb, "--bench", str(runs)] + ["--jit"] * jit,
-                       capture_output=True, text=True, check=True)
+def bench_tg(build, path, pb, runs, replays=True):
+    env = dict(os.environ, TG_ONNX_JIT="1" if replays else "0")
+    r = subprocess.run([os.path.join(build, "example_onnx_run"), path, pb, "--bench", str(runs)],
+                       capture_output=True, text=True, check=True, env=env)
     m = re.search(r"mean ([0-9.]+) ms, best ([0-9.]+) ms", r.stdout)
     return float(m.group(1)), float(m.group(2))
 
@@ -55,8 +57,8 @@ def main():
     os.environ.setdefault("TG_THREADS", str(args.threads))
     ctors = {"resnet18": torchvision.models.resnet18, "mobilenet_v2": torchvision.models.mobilenet_v2}
     print(f"threads {args.threads}, {args.runs} runs each; latency mean / best in ms")
-    print(f"{'model':<14} {'batch':>5} {'tg':>17} {'tg, tg_jit':>17} {'onnxruntime':>17} {'PyTorch':>17} "
-          f"{'tg / ort':>9} {'jit / ort':>9}")
+    print(f"{'model':<14} {'batch':>5} {'tg':>17} {'tg, no replays':>17} {'onnxruntime':>17} {'PyTorch':>17} "
+          f"{'tg / ort':>9} {'no rp / ort':>12}")
     for name, ctor in ctors.items():
         path = os.path.join(out, name, "model.onnx")
         if not os.path.exists(path):
@@ -74,13 +76,13 @@ def main():
                 f.write(numpy_helper.from_array(x).SerializeToString())
             runs = args.runs if batch == 1 else max(3, args.runs // 3)
             tg = bench_tg(args.build, path, pb, runs)
-            tj = bench_tg(args.build, path, pb, runs, jit=True)
+            tj = bench_tg(args.build, path, pb, runs, replays=False)
             o = timeit(lambda: sess.run(None, {"input": x}), runs)
             xt = torch.from_numpy(x)
             with torch.no_grad():
                 p = timeit(lambda: model(xt), runs)
             print(f"{name:<14} {batch:>5} {tg[0]:>8.1f} / {tg[1]:>6.1f} {tj[0]:>8.1f} / {tj[1]:>6.1f} "
-                  f"{o[0]:>8.1f} / {o[1]:>6.1f} {p[0]:>8.1f} / {p[1]:>6.1f} {tg[0] / o[0]:>8.2f}x {tj[0] / o[0]:>8.2f}x")
+                  f"{o[0]:>8.1f} / {o[1]:>6.1f} {p[0]:>8.1f} / {p[1]:>6.1f} {tg[0] / o[0]:>8.2f}x {tj[0] / o[0]:>11.2f}x")
 
 
 if __name__ == "__main__":
