@@ -5,8 +5,9 @@
  * Inputs come from the .pb files given (TensorProto, graph-input order) or, for those not
  * given, are random normal (seeded) of the declared shape, a symbolic dim taking --batch
  * (default 1). Prints each output's shape and first values; --bench N runs N more times
- * (after one warm-up run that compiles) and prints the latency, with --jit through a tg_jit
- * (the runs after the first two replay the recorded kernels: no graph built or scheduled);
+ * (after the first run, which compiles, and a second: tg_onnx_run replays the recorded kernels
+ * from its third call, docs/onnx.md "Replays") and prints the latency; --jit runs them through
+ * a tg_jit of its own (two recording calls, then replays);
  * --out DIR writes each output's raw bytes to DIR/output_K.bin (for comparing with another
  * runtime). */
 #include <stdio.h>
@@ -107,11 +108,13 @@ int main(int argc, char **argv) {
     if (write_output(outdir, i, out[i])) return fprintf(stderr, "writing output %d failed\n", i), 1;
   if (bench > 0) {
     double best = 1e30, total = 0;
+    for (int i = 0; i < no; i++) tg_free(out[i]); /* printed: a held output is no run's */
     tg_jit *j = jit ? tg_jit_new(run_model, m) : NULL;
-    for (int r = 0; j && r < 2; r++) { /* the recordings: compared, then replayed */
+    for (int r = 0; r < 2 - !j; r++) { /* the recordings (tg_onnx_run's own: the first run and this one) */
       tg_scope *s = tg_scope_begin();
       tg_tensor *o[MAX_IO];
-      if (tg_jit_call(j, in, ni, o, no)) return fprintf(stderr, "%s\n", tg_last_error()), 1;
+      if (j ? tg_jit_call(j, in, ni, o, no) : tg_onnx_run(m, in, ni, o, no) || tg_realize_many(o, no))
+        return fprintf(stderr, "%s\n", tg_last_error()), 1;
       tg_scope_end(s);
     }
     tg_reset_stats();

@@ -54,6 +54,28 @@ TEST(onnx_replay_matches_each_call) {
   tg_onnx_free(m);
 }
 
+/* A call whose outputs another handle holds already (the same input again: add_relu's graph has
+ * no scalars, so the nodes intern to the held ones and no kernel runs) cannot be recorded; it
+ * gives the held values, and once the handles are gone the signature records and replays. */
+TEST(onnx_replay_after_a_held_output) {
+  tg_onnx_model *m = tg_onnx_load(FIX "add_relu.onnx");
+  CHECK(m != NULL);
+  if (!m) return;
+  float x[6] = {1, -2, 3, -4, 5, -6}, y1[6], y2[6];
+  tg_scope *s = tg_scope_begin();
+  tg_tensor *in = tg_from_data(x, TG_FLOAT32, (int64_t[]){2, 3}, 2), *held[2], *again[2];
+  CHECK(tg_onnx_run(m, &in, 1, held, 2) == 0 && tg_realize_many(held, 2) == 0);
+  CHECK(tg_onnx_run(m, &in, 1, again, 2) == 0 && tg_realize_many(again, 2) == 0);
+  CHECK(tg_to_host(held[0], y1, sizeof y1) == 0 && tg_to_host(again[0], y2, sizeof y2) == 0 && !memcmp(y1, y2, sizeof y1));
+  tg_scope_end(s);
+  for (int call = 0; call < 5; call++) {
+    bool scheduled = true;
+    CHECK(add_relu_call(m, call, &scheduled) < 1e-6);
+    if (call >= 2) CHECK(!scheduled);
+  }
+  tg_onnx_free(m);
+}
+
 /* replay_shape.onnx: Y = reshape(X + 1, [N, -1]), N read on the host from Shape(X) (a value of
  * the shape, not the data: replayed). Batches 2 and 5 alternate: each signature records, then
  * replays. */

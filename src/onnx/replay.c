@@ -21,6 +21,7 @@ typedef struct watched_call {
   tg_onnx_model *m;
   int rc;          /* the run's own status */
   bool reads_data; /* it read a value computed from input data on the host */
+  bool held;       /* an output was realized already: the same graph's output is held elsewhere */
 } watched_call;
 
 typedef struct ox_replay {
@@ -86,19 +87,23 @@ static ox_replay *entry_for(struct ox_replays *t, int64_t *sig, int n) {
 
 static int run_watched(void *ctx, tg_tensor *const *in, int nin, tg_tensor **out, int nout) {
   watched_call *c = ctx;
-  return c->rc = ox_run_tensors(c->m, in, nin, out, nout, &c->reads_data);
+  c->rc = ox_run_tensors(c->m, in, nin, out, nout, &c->reads_data);
+  for (int i = 0; c->rc == 0 && i < nout; i++) c->held |= tensor_buffer(out[i]) != NULL;
+  return c->rc;
 }
 
 /* One call through entry r's JIT: 0 with the outputs, 1 if it did not run (the JIT refused:
  * run it plainly), or the run's own error. A run that steered its work by input values still
- * gave its outputs; its signature is not replayed from then on. */
+ * gave its outputs; its signature is not replayed from then on. A refusal because the same
+ * graph's output is held elsewhere (the JIT cannot record what ran before the call) only starts
+ * the recording over at a later call. */
 static int call_jit(tg_onnx_model *m, ox_replay *r, tg_tensor *const *in, int nin, tg_tensor **out, int nout) {
-  r->call = (watched_call){m, 0, false};
+  r->call = (watched_call){m, 0, false, false};
   if (!r->jit && !(r->jit = tg_jit_new(run_watched, &r->call))) return r->off = true, 1;
   int rc = tg_jit_call(r->jit, in, nin, out, nout);
   if (rc < 0 && r->call.rc < 0) return rc; /* the model failed: its error */
   if (rc == 0 && !r->call.reads_data) return 0;
-  tg_jit_free(r->jit), r->jit = NULL, r->off = true;
+  tg_jit_free(r->jit), r->jit = NULL, r->off = rc == 0 || !r->call.held;
   if (rc == 0) return 0;
   for (int i = 0; i < nout; i++) tg_free(out[i]), out[i] = NULL;
   tg_clear_error();
