@@ -13,17 +13,18 @@
 
 #define FIX "tests/fixtures/onnx/"
 
-/* add_relu.onnx: Y = relu(X + W) - 1, Z = X W^T, W = [[1,2,3],[4,5,6]]. Max error of one call. */
+/* add_relu.onnx: Y = relu(X + W) - 1, Z = X W^T, W = [[1,2,3],[4,5,6]]. Max error of one call
+ * (infinite if it failed; no CHECK here: threads call it). */
 static double add_relu_call(tg_onnx_model *m, int call, bool *scheduled) {
   static const float w[6] = {1, 2, 3, 4, 5, 6};
   float x[6], y[6], z[4];
   for (int i = 0; i < 6; i++) x[i] = (float)((i * 7 + call * 3) % 11) - 5;
   tg_scope *s = tg_scope_begin();
   tg_tensor *in = tg_from_data(x, TG_FLOAT32, (int64_t[]){2, 3}, 2), *out[2] = {NULL, NULL};
-  CHECK(in && tg_realize(in) == 0);
+  bool ready = in && tg_realize(in) == 0;
   uint64_t before = tg_get_stats().schedules;
   double worst = INFINITY;
-  if (tg_onnx_run(m, &in, 1, out, 2) == 0 && tg_realize_many(out, 2) == 0) {
+  if (ready && tg_onnx_run(m, &in, 1, out, 2) == 0 && tg_realize_many(out, 2) == 0) {
     *scheduled = tg_get_stats().schedules != before;
     if (tg_to_host(out[0], y, sizeof y) == 0 && tg_to_host(out[1], z, sizeof z) == 0) {
       worst = 0;

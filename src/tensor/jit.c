@@ -298,15 +298,18 @@ static uop *lazy_like(uop *u) {
 static int keep_templates(recording *r) {
   for (int i = 0; i < r->noutputs; i++) r->bufs.v[r->outputs[i]].kept = true;
   for (size_t k = 0; k < r->state.n; k++) r->bufs.v[r->state.v[k].now].kept = true;
-  for (size_t b = 0; b < r->bufs.n; b++) {
+  size_t mark = uop_pool_mark(); /* the recording takes its own references */
+  int rc = 0;
+  for (size_t b = 0; b < r->bufs.n && rc == 0; b++) {
     jbuf *x = &r->bufs.v[b];
     if (x->cls == B_EXTERNAL) continue;
     uop *t = lazy_like(x->u);
-    if (!t) return TG_ERR_NOMEM;
-    uop_incref(t), uop_decref(x->u), x->u = t;
+    if (t) uop_incref(t), uop_decref(x->u), x->u = t;
+    else rc = TG_ERR_NOMEM;
   }
+  uop_pool_release(mark);
   ptrmap_free(&r->index);
-  return 0;
+  return rc;
 }
 
 /* ---------------------------------------------------------------- replay */
