@@ -8,7 +8,9 @@
 #include <string.h>
 
 #include "harness.h"
+#include "codegen/codegen.h"
 #include "device/device.h"
+#include "schedule/schedule.h"
 #include "schedule/layout.h"
 #include "tensor/tensor.h"
 
@@ -207,5 +209,67 @@ TEST(split_reduce_refines_by_every_operand) {
   CHECK(split_shape(y, shape) == 3);
   CHECK(shape[0] == R && shape[1] == 4 && shape[2] == 6);
   check_values(y, want, R, 1e-5f);
+  tg_scope_end(s);
+}
+
+/* ------------------------------------------------ a block's factor out of its values' loop */
+
+/* Whether u has a REDUCE whose bodies hold another REDUCE (lower.c nest_reduce). */
+static bool has_nested_reduce(uop *u, bool inside, int depth) {
+  if (depth > 64) return false;
+  if (u->op == OP_REDUCE && inside) return true;
+  for (int i = 0; i < u->nsrc; i++)
+    if (has_nested_reduce(u->src[i], inside || (u->op == OP_REDUCE && i < reduce_nbody(u)), depth + 1)) return true;
+  return false;
+}
+
+/* t's one kernel, optimized by the default device's heuristics and lowered: whether a REDUCE
+ * is nested in another's body; -1 when t is not one kernel or does not lower. */
+static int lowered_nested(tg_tensor *t) {
+  schedule sc;
+  uop *u = t->u;
+  int r = -1;
+  size_t mark = uop_pool_mark();
+  if (schedule_build(&u, 1, &sc) == 0) {
+    if (sc.items.n == 1) {
+      uop *ast = sc.items.v[0].ast;
+      kshape ks;
+      kernel_info info = {0};
+      if (kshape_init(&ks, ast) == 0) {
+        kshape_optimize(&ks, ast, &device_default()->caps);
+        uop *sink = lower_kernel(ast, &ks, STAGE_ONLY, &info);
+        if (sink) r = has_nested_reduce(sink, false, 0);
+      }
+    }
+    schedule_free(&sc);
+  }
+  uop_pool_release(mark);
+  return r;
+}
+
+/* The blocked matrix-vector product of split_reduce_blocked_matvec: the per-block scale
+ * multiplies the sum of its block's q*x once (a REDUCE over the values inside the REDUCE over
+ * blocks), values equal to a naive loop's; a float32 product (each factor depends on every
+ * reduce index) is left one REDUCE. */
+TEST(split_reduce_block_scale_multiplies_partial_sums) {
+  enum { R = 24, NB = 8, C = NB * 32 };
+  signed char q[R * C];
+  float d[R * NB], x[C], want[R], wf[R * C];
+  for (int i = 0; i < R * C; i++) q[i] = (signed char)((i * 53) % 251 - 125);
+  fill(d, R * NB, 9), fill(x, C, 10), fill(wf, R * C, 11);
+  tg_scope *s = tg_scope_begin();
+  tg_tensor *qt = tg_from_data(q, TG_INT8, (int64_t[]){R * NB, 32}, 2), *dt = input(d, (int64_t[]){R * NB, 1}, 2);
+  CHECK(qt && tg_realize(qt) == 0);
+  tg_tensor *w = tg_reshape(tg_mul(tg_cast(qt, TG_FLOAT32), dt), (int64_t[]){R, C}, 2);
+  tg_tensor *y = tg_matmul(input(x, (int64_t[]){1, C}, 2), tg_transpose(w, 0, 1));
+  CHECK(lowered_nested(y) == 1);
+  for (int r = 0; r < R; r++) {
+    double acc = 0;
+    for (int c = 0; c < C; c++) acc += (double)q[r * C + c] * d[r * NB + c / 32] * x[c];
+    want[r] = (float)acc;
+  }
+  check_values(y, want, R, 1e-5f);
+  tg_tensor *yf = tg_matmul(input(wf, (int64_t[]){R, C}, 2), input(x, (int64_t[]){C}, 1));
+  CHECK(lowered_nested(yf) == 0);
   tg_scope_end(s);
 }

@@ -854,7 +854,95 @@ static uop *lower_stores(lower_ctx *c, uop *ast, kernel_info *info) {
   return uop_new(OP_SINK, TG_BOOL, stores, ns, NULL, 0);
 }
 
-static rule_table *lower_tables[3];
+/* ---------------------------------------------------------------- factors out of inner loops
+ * sum over (b, i) of f_b * g_bi = sum over b of f_b * (sum over i of g_bi): a factor of every
+ * body that depends on none of a REDUCE(ADD)'s inner loops (nor its lane range) multiplies a
+ * partial sum once per outer iteration instead of every term. A GGUF Q8_0 block's scale times
+ * (its 32 int8 values times x): one multiply per block and row instead of one per vector of
+ * values (the vmulps of every 8 values). The partial sums change the order of the float
+ * additions: a sum rounds as any other order would. NEST=0 leaves the REDUCEs alone (debug.md). */
+enum { NEST_MAX_FACTORS = 16, NEST_MAX_RANGES = 8 };
+
+typedef struct nest_ctx {
+  uop *ranges[NEST_MAX_RANGES]; /* the REDUCE's loops in order, then its lane range (if any) */
+  int nranges;
+  ptrmap mask; /* node → bitmask of ranges[] it uses, + 1; NEST_OPAQUE for a nested REDUCE */
+} nest_ctx;
+
+#define NEST_OPAQUE ((uint64_t)1 << 40)
+
+static uint64_t nest_uses(nest_ctx *n, uop *u) {
+  uintptr_t m = (uintptr_t)ptrmap_get(&n->mask, u);
+  if (m) return (uint64_t)m - 1;
+  uint64_t r = u->op == OP_REDUCE ? NEST_OPAQUE : 0;
+  for (int i = 0; i < n->nranges; i++)
+    if (u == n->ranges[i]) r |= (uint64_t)1 << i;
+  for (int i = 0; i < u->nsrc && !(r & NEST_OPAQUE); i++) r |= nest_uses(n, u->src[i]);
+  ptrmap_put(&n->mask, u, (void *)(uintptr_t)(r + 1));
+  return r;
+}
+
+/* The factors of body's MUL tree (same dtype), in order; 0 when there are too many. */
+static int nest_factors(uop *u, tg_dtype dt, uop **f, int n) {
+  if (u->op != OP_MUL || u->dtype != dt) return n < NEST_MAX_FACTORS ? (f[n] = u, n + 1) : 0;
+  n = nest_factors(u->src[0], dt, f, n);
+  return n ? nest_factors(u->src[1], dt, f, n) : 0;
+}
+
+/* The product of the factors of f[0..n) whose mask is (or is not, keep false) free of
+ * `inner`; NULL when there is none. */
+static uop *nest_product(nest_ctx *c, uop **f, int n, uint64_t inner, bool keep) {
+  uop *p = NULL;
+  for (int i = 0; i < n; i++)
+    if (!(nest_uses(c, f[i]) & inner) == keep) p = p ? uop_alu(OP_MUL, p, f[i]) : f[i];
+  return p;
+}
+
+static uop *nest_reduce(void *ctx, uop *r, uop **cap) {
+  (void)ctx, (void)cap;
+  int nb = reduce_nbody(r), nloops = 0;
+  if (r->arg[0] != OP_ADD || !dtype_is_float(r->dtype) || nb > NEST_MAX_FACTORS || r->nsrc - nb > NEST_MAX_RANGES) return NULL;
+  nest_ctx c = {.nranges = 0};
+  for (int i = nb; i < r->nsrc; i++) {
+    uop *g = r->src[i];
+    if (g->op != OP_RANGE || (g->arg[1] != RANGE_REDUCE && g->arg[1] != RANGE_LANE)) return NULL;
+    if (g->arg[1] == RANGE_REDUCE && (i > nb && r->src[i - 1]->arg[1] == RANGE_LANE)) return NULL; /* the lane last */
+    nloops += g->arg[1] == RANGE_REDUCE;
+    c.ranges[c.nranges++] = g;
+  }
+  uop *out = NULL;
+  for (int k = 1; k < nloops && !out; k++) { /* loops [k, nloops) and the lane inside */
+    uint64_t inner = (((uint64_t)1 << c.nranges) - 1) & ~(((uint64_t)1 << k) - 1);
+    uop *f = NULL, *rest[NEST_MAX_FACTORS + NEST_MAX_RANGES];
+    bool ok = true;
+    for (int j = 0; j < nb && ok; j++) {
+      uop *fs[NEST_MAX_FACTORS];
+      int nf = nest_factors(r->src[j], r->dtype, fs, 0);
+      uop *fj = nf ? nest_product(&c, fs, nf, inner | NEST_OPAQUE, true) : NULL;
+      ok = fj && (!f || f == fj) && !(nest_uses(&c, fj) & NEST_OPAQUE);
+      f = fj;
+      if (ok) rest[j] = nest_product(&c, fs, nf, inner | NEST_OPAQUE, false);
+      ok = ok && rest[j];
+    }
+    if (!ok) continue;
+    int n = nb;
+    for (int i = k; i < nloops; i++) rest[n++] = c.ranges[i];
+    uop *sum = uop_new(OP_REDUCE, r->dtype, rest, n, (int64_t[]){OP_ADD, nb}, 2);
+    uop *osrc[1 + NEST_MAX_RANGES];
+    osrc[0] = uop_alu(OP_MUL, f, sum);
+    int no = 1;
+    for (int i = 0; i < c.nranges; i++)
+      if (i < k || c.ranges[i]->arg[1] == RANGE_LANE) osrc[no++] = c.ranges[i];
+    int64_t arg[3] = {OP_ADD, 1, r->narg > 2 ? r->arg[2] : 0};
+    out = uop_new(OP_REDUCE, r->dtype, osrc, no, arg, r->narg > 2 ? 3 : 2);
+  }
+  ptrmap_free(&c.mask);
+  return out;
+}
+
+static const rule nest_rule_list[] = {{"(REDUCE ...)", nest_reduce}, {NULL, NULL}};
+
+static rule_table *lower_tables[4];
 
 static void compile_tables(void) {
   static rule_table *parts[2]; /* kept: the merged table refers to them */
@@ -862,6 +950,7 @@ static void compile_tables(void) {
   parts[0] = rule_table_compile("lower_cleanup", cleanup_rule_list), parts[1] = (rule_table *)symbolic_rules();
   lower_tables[1] = rule_table_merge("lower_cleanup+symbolic", parts, 2);
   lower_tables[2] = rule_table_compile("vector_access", vector_rule_list);
+  lower_tables[3] = rule_table_compile("nest_factors", nest_rule_list);
 }
 
 static const rule_table *tables(int which) {
@@ -887,6 +976,7 @@ uop *lower_kernel(uop *ast, const kshape *ks_in, int stage, kernel_info *info) {
   uop *sink = lower_stores(&c, ast, info);
   sink = graph_rewrite(sink, tables(0), &c);
   sink = graph_rewrite(sink, tables(1), NULL);
+  if (sink && tg_getenv_int("NEST", 1)) sink = graph_rewrite(sink, tables(3), NULL); /* nest_reduce */
   sink = transcendental_rewrite(sink, c.ks); /* exp2/log2/sin as polynomials (transcendental.c) */
   if (sink && c.lane_range) sink = vectorize(graph_rewrite(sink, tables(2), &c));
   ptrmap_free(&c.uses_lane);
