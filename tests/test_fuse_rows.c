@@ -481,8 +481,8 @@ static int prefetches(uop *ast, bool optimize, int64_t prefetch_bytes) {
 /* Softmax, log_softmax and layernorm read a row twice in row reductions (max then sum; mean
  * then variance): the second loop prefetches the next row, one PREFETCH per load of x (none
  * when off, none for a buffer within the threshold, by default the L2, none in rmsnorm: one
- * reduction). Rows past ROW_SCRATCH_BYTES prefetch nothing. Values under the prefetches: every kind against the naive loops (run_rows), rows
- * of 1..33 elements with random actions. */
+ * reduction). Rows past ROW_SCRATCH_BYTES prefetch nothing. Values under the prefetches: every
+ * kind against the naive loops (run_rows), rows of 1..33 elements with random actions. */
 TEST(fuse_rows_prefetch_next_row) {
   if (!fuses_here()) SKIP("work-item devices do not fuse row reductions (no row loops to prefetch in)");
   static const int want[NKINDS] = {1, 1, 1, 0};
