@@ -506,11 +506,13 @@ static uop *tail_reduction(kctx *k, uop *u, int depth) {
   return r;
 }
 
-/* u rebuilt over the reduction r in r's shape: reshapes on the way dropped, tail operands
- * reshaped to r's shape. */
+/* u rebuilt over the reduction r in r's shape: reshapes on the way dropped, the views that
+ * tail operands read reshaped to r's shape (an elementwise operand rebuilt over reshaped
+ * views: a reshape over the op would index its views by div/mod math, no vector lanes). */
 static uop *tail_rebuild(kctx *k, uop *u, uop *r) {
   if (u == r) return r;
-  if (tail_operand(k, u, TAIL_DEPTH)) return ushape_reshape(u, uop_shape(r), uop_ndim(r));
+  bool operand = tail_operand(k, u, TAIL_DEPTH), alu = (uop_flags(u) & UOP_FLAG_ALU) != 0;
+  if (operand && (!alu || u == k->root || is_root(k->s, u))) return ushape_reshape(u, uop_shape(r), uop_ndim(r));
   if (u->op == OP_RESHAPE) return tail_rebuild(k, u->src[0], r);
   enum { MAX_SRC = 4 };
   uop *src[MAX_SRC];
@@ -531,9 +533,9 @@ static uop *kernel_ast(kctx *k, uop *root) {
    * matmul's result, a bias and a clamp) whose other operands are reshaped along: a kernel
    * ending in those computes the shape under them (a reduction's own dims, which the optimizer
    * tiles) and stores the same elements. */
-  uop *under = tail_reduction(k, expr, TAIL_DEPTH);
-  if (under && under != TAIL_OPERAND && under != expr) expr = tail_rebuild(k, expr, under);
-  if (!expr) return NULL;
+  uop *under = tail_reduction(k, expr, TAIL_DEPTH), *flat = NULL;
+  if (under && under != TAIL_OPERAND && under != expr && !(flat = tail_rebuild(k, expr, under))) tg_clear_error();
+  if (flat) expr = flat; /* else the expression's own shape, as before */
   if (make_value_blocks(k, expr) < 0) return NULL;
   uop *src[8];
   int n = expr->nsrc;
