@@ -168,12 +168,12 @@ static bool strided_as_matmul(tg_tensor *w, const conv_geom *g) {
  * (Cout, Cin) @ (Cin, positions). Summed over the positions flattened, the register tile
  * takes 16 consecutive positions (two vectors) per row; over (H, W) it took two rows of 8 at a
  * stride of W, 1.5-2.3x slower at 28x28 and 56x56 (MobileNetV2 at batch 1, one thread:
- * 24->144 @56 0.29-0.41 -> 0.16-0.19 ms, 32->192 @28 0.14 -> 0.065; performance.md). Below 784
- * positions (14x14: 196, 24.5 vectors) the flat rows fit fewer vectors per tile (MobileNetV2's
- * 14x14 layers 15-20% slower flat), and above 512Ki outputs per image (16->96 @112) the flat
- * loop order, every output channel's row written a tile at a time, was 1.7x slower. */
+ * 24->144 @56 0.29-0.49 -> 0.15-0.25 ms, 32->192 @28 0.14-0.16 -> 0.065-0.08; performance.md).
+ * Below 784 positions (14x14: 196, 24.5 vectors) the flat rows fit fewer vectors per tile
+ * (MobileNetV2's 14x14 layers 15-20% slower flat); above 4096 (112x112) the flat loop order,
+ * every output channel's row written a tile at a time, was 1.3-1.7x slower (32->16, 16->96). */
 #define POINTWISE_MIN_POSITIONS 784
-#define POINTWISE_MAX_OUTPUTS (512 * 1024)
+#define POINTWISE_MAX_POSITIONS 4096
 
 static bool pointwise_as_matmul(tg_tensor *w, const conv_geom *g, const tg_tensor *x) {
   int64_t positions = 1;
@@ -182,7 +182,7 @@ static bool pointwise_as_matmul(tg_tensor *w, const conv_geom *g, const tg_tenso
     if (tg_dim(w, 2 + j) != 1 || g->stride[j] != 1 || g->pad_before[j] || g->pad_after[j]) return false;
     positions *= tg_dim(x, 2 + j);
   }
-  return positions >= POINTWISE_MIN_POSITIONS && positions * tg_dim(w, 0) <= POINTWISE_MAX_OUTPUTS;
+  return positions >= POINTWISE_MIN_POSITIONS && positions <= POINTWISE_MAX_POSITIONS;
 }
 
 /* (Cout, Cin) @ (N, Cin, positions) -> (N, Cout, positions), seen as (N, Cout, *spatial). */
