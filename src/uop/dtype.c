@@ -77,9 +77,9 @@ uint16_t float_to_half(float f) {
   uint32_t x;
   memcpy(&x, &f, 4);
   uint32_t sign = (x >> 16) & 0x8000, ax = x & 0x7fffffffu;
-  if (ax > 0x7f800000u) { /* NaN: keep the top payload bits, stay a NaN */
+  if (ax > 0x7f800000u) { /* NaN: keep the top payload bits (quiet or signalling), stay a NaN */
     uint32_t payload = (ax >> 13) & 0x3ff;
-    return (uint16_t)(sign | 0x7c00 | (payload ? payload : 0x200));
+    return (uint16_t)(sign | 0x7c00 | (payload ? payload : 1)); /* numpy: 0x7f800001 -> 0x7c01 */
   }
   if (ax == 0x7f800000u) return (uint16_t)(sign | 0x7c00);
   if (ax >= 0x477ff000u) return (uint16_t)(sign | 0x7c00); /* rounds to >= 65520: inf */
