@@ -898,6 +898,32 @@ static uop *nest_product(nest_ctx *c, uop **f, int n, uint64_t inner, bool keep)
   return p;
 }
 
+/* r with its loops [k, nloops) (and the lane) taken inside: the common factor f of its bodies
+ * that needs none of them times a REDUCE of the rest over them; NULL when a body has no such
+ * factor or they differ. */
+static uop *nest_at(nest_ctx *c, uop *r, int nb, int k, int nloops) {
+  uint64_t inner = ((((uint64_t)1 << c->nranges) - 1) & ~(((uint64_t)1 << k) - 1)) | NEST_OPAQUE;
+  uop *f = NULL, *src[NEST_MAX_FACTORS + NEST_MAX_RANGES];
+  for (int j = 0; j < nb; j++) {
+    uop *fs[NEST_MAX_FACTORS];
+    int nf = nest_uses(c, r->src[j]) & NEST_OPAQUE ? 0 : nest_factors(r->src[j], r->dtype, fs, 0); /* no REDUCE inside */
+    uop *fj = nf ? nest_product(c, fs, nf, inner, true) : NULL;
+    if (!fj || (f && f != fj)) return NULL;
+    f = fj;
+    if (!(src[j] = nest_product(c, fs, nf, inner, false))) return NULL;
+  }
+  int n = nb, no = 1;
+  for (int i = k; i < nloops; i++) src[n++] = c->ranges[i];
+  uop *osrc[1 + NEST_MAX_RANGES];
+  osrc[0] = uop_alu(OP_MUL, f, uop_new(OP_REDUCE, r->dtype, src, n, (int64_t[]){OP_ADD, nb}, 2));
+  for (int i = 0; i < c->nranges; i++)
+    if (i < k || c->ranges[i]->arg[1] == RANGE_LANE) osrc[no++] = c->ranges[i];
+  int64_t arg[3] = {OP_ADD, 1, r->narg > 2 ? r->arg[2] : 0};
+  return uop_new(OP_REDUCE, r->dtype, osrc, no, arg, r->narg > 2 ? 3 : 2);
+}
+
+/* A REDUCE(ADD) of floats over two or more loops (then possibly its lane range): nested at
+ * the innermost split its bodies allow (nest_at), or NULL. */
 static uop *nest_reduce(void *ctx, uop *r, uop **cap) {
   (void)ctx, (void)cap;
   int nb = reduce_nbody(r), nloops = 0;
@@ -906,36 +932,12 @@ static uop *nest_reduce(void *ctx, uop *r, uop **cap) {
   for (int i = nb; i < r->nsrc; i++) {
     uop *g = r->src[i];
     if (g->op != OP_RANGE || (g->arg[1] != RANGE_REDUCE && g->arg[1] != RANGE_LANE)) return NULL;
-    if (g->arg[1] == RANGE_REDUCE && (i > nb && r->src[i - 1]->arg[1] == RANGE_LANE)) return NULL; /* the lane last */
+    if (g->arg[1] == RANGE_REDUCE && i > nb && r->src[i - 1]->arg[1] == RANGE_LANE) return NULL; /* the lane last */
     nloops += g->arg[1] == RANGE_REDUCE;
     c.ranges[c.nranges++] = g;
   }
   uop *out = NULL;
-  for (int k = 1; k < nloops && !out; k++) { /* loops [k, nloops) and the lane inside */
-    uint64_t inner = (((uint64_t)1 << c.nranges) - 1) & ~(((uint64_t)1 << k) - 1);
-    uop *f = NULL, *rest[NEST_MAX_FACTORS + NEST_MAX_RANGES];
-    bool ok = true;
-    for (int j = 0; j < nb && ok; j++) {
-      uop *fs[NEST_MAX_FACTORS];
-      int nf = nest_factors(r->src[j], r->dtype, fs, 0);
-      uop *fj = nf ? nest_product(&c, fs, nf, inner | NEST_OPAQUE, true) : NULL;
-      ok = fj && (!f || f == fj) && !(nest_uses(&c, fj) & NEST_OPAQUE);
-      f = fj;
-      if (ok) rest[j] = nest_product(&c, fs, nf, inner | NEST_OPAQUE, false);
-      ok = ok && rest[j];
-    }
-    if (!ok) continue;
-    int n = nb;
-    for (int i = k; i < nloops; i++) rest[n++] = c.ranges[i];
-    uop *sum = uop_new(OP_REDUCE, r->dtype, rest, n, (int64_t[]){OP_ADD, nb}, 2);
-    uop *osrc[1 + NEST_MAX_RANGES];
-    osrc[0] = uop_alu(OP_MUL, f, sum);
-    int no = 1;
-    for (int i = 0; i < c.nranges; i++)
-      if (i < k || c.ranges[i]->arg[1] == RANGE_LANE) osrc[no++] = c.ranges[i];
-    int64_t arg[3] = {OP_ADD, 1, r->narg > 2 ? r->arg[2] : 0};
-    out = uop_new(OP_REDUCE, r->dtype, osrc, no, arg, r->narg > 2 ? 3 : 2);
-  }
+  for (int k = 1; k < nloops && !out; k++) out = nest_at(&c, r, nb, k, nloops);
   ptrmap_free(&c.mask);
   return out;
 }
