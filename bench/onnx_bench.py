@@ -4,7 +4,7 @@ PyTorch, in one run, on the same seeded input and the same thread count (docs/on
   python3 bench/onnx_bench.py [--build build] [--threads N] [--runs R]
 
 tg runs build/example_onnx_run --bench (after a warm-up run that compiles; its thread pool uses
-TG_THREADS or the cores): tg_onnx_run replays the kernels it recorded from its third call on
+THREADS or the cores): tg_onnx_run replays the kernels it recorded from its third call on
 (docs/onnx.md, "Replays": no graph built or scheduled per run), and again with TG_ONNX_JIT=0
 (every run builds, schedules and looks up its kernels); onnxruntime uses the CPU execution
 provider with every graph optimization and intra_op_num_threads = N; PyTorch runs the same model
@@ -54,7 +54,7 @@ def main():
     args = ap.parse_args()
     out = os.path.join(args.build, "onnx_models")
     torch.set_num_threads(args.threads)
-    os.environ.setdefault("TG_THREADS", str(args.threads))
+    os.environ.setdefault("THREADS", str(args.threads))  # tg's thread pool (threadpool.c)
     ctors = {"resnet18": torchvision.models.resnet18, "mobilenet_v2": torchvision.models.mobilenet_v2}
     print(f"threads {args.threads}, {args.runs} runs each; latency mean / best in ms")
     print(f"{'model':<14} {'batch':>5} {'tg':>17} {'tg, no replays':>17} {'onnxruntime':>17} {'PyTorch':>17} "
