@@ -167,7 +167,7 @@ static bool strided_as_matmul(tg_tensor *w, const conv_geom *g) {
 /* A pointwise conv (1x1 kernel, stride 1, no padding, one group) is a matmul per image,
  * (Cout, Cin) @ (Cin, positions). Summed over the positions flattened, the register tile
  * takes 16 consecutive positions (two vectors) per row; over (H, W) it took two rows of 8 at a
- * stride of W, 1.5-2.3x slower at 28x28 and 56x56 (MobileNetV2 at batch 1, one thread:
+ * stride of W, 1.5-2.3x slower at 28x28 and 56x56 (MobileNetV2 at batch 1, 2 threads:
  * 24->144 @56 0.29-0.49 -> 0.15-0.25 ms, 32->192 @28 0.14-0.16 -> 0.065-0.08; performance.md).
  * Below 784 positions (14x14: 196, 24.5 vectors) the flat rows fit fewer vectors per tile
  * (MobileNetV2's 14x14 layers 15-20% slower flat); above 4096 (112x112) the flat loop order,
