@@ -10,6 +10,7 @@
 
 #include "harness.h"
 #include "tg_onnx.h"
+#include "tensor/tensor.h"
 
 #define FIX "tests/fixtures/onnx/"
 
@@ -181,5 +182,39 @@ TEST(jit_refuses_an_output_computed_before_the_call) {
   }
   CHECK(tg_jit_replaying(j));
   tg_jit_free(j);
+  tg_scope_end(s);
+}
+
+/* jit_fold_constants (the ONNX replays' promise that a model's weights never change): an item
+ * reading only external buffers (w*w*1, stored by tg_contiguous; the scalar makes it a new node
+ * each call, not the last call's realized one) runs when the recording is kept and never in a
+ * replay: one kernel a replay instead of two, the values those of y = x + w*w. */
+static int plus_weight_squared(void *w, tg_tensor *const *in, int nin, tg_tensor **out, int nout) {
+  (void)nin, (void)nout;
+  out[0] = tg_add(in[0], tg_contiguous(tg_mul_s(tg_mul(w, w), 1.0)));
+  return out[0] ? 0 : -1;
+}
+
+TEST(jit_folds_what_only_weights_feed) {
+  tg_scope *s = tg_scope_begin();
+  float wd[5] = {1, -2, 3, 0.5f, -1.5f};
+  tg_tensor *w = tg_from_data(wd, TG_FLOAT32, (int64_t[]){5}, 1);
+  CHECK(tg_realize(w) == 0);
+  for (int fold = 0; fold < 2; fold++) {
+    tg_jit *j = tg_jit_new(plus_weight_squared, w);
+    if (fold) jit_fold_constants(j);
+    for (int call = 0; call < 5; call++) {
+      float x[5], y[5];
+      for (int i = 0; i < 5; i++) x[i] = (float)(i * call) - 2;
+      tg_tensor *in = tg_from_data(x, TG_FLOAT32, (int64_t[]){5}, 1), *o = NULL;
+      CHECK(tg_realize(in) == 0);
+      uint64_t before = tg_get_stats().kernels_run;
+      CHECK(tg_jit_call(j, &in, 1, &o, 1) == 0 && tg_to_host(o, y, sizeof y) == 0);
+      if (call >= 2) CHECK(tg_get_stats().kernels_run - before == (fold ? 1u : 2u));
+      for (int i = 0; i < 5; i++) CHECK(y[i] == x[i] + wd[i] * wd[i]);
+    }
+    CHECK(tg_jit_replaying(j));
+    tg_jit_free(j);
+  }
   tg_scope_end(s);
 }

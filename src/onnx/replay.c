@@ -100,6 +100,7 @@ static int run_watched(void *ctx, tg_tensor *const *in, int nin, tg_tensor **out
 static int call_jit(tg_onnx_model *m, ox_replay *r, tg_tensor *const *in, int nin, tg_tensor **out, int nout) {
   r->call = (watched_call){m, 0, false, false};
   if (!r->jit && !(r->jit = tg_jit_new(run_watched, &r->call))) return r->off = true, 1;
+  jit_fold_constants(r->jit); /* a model's initializers never change */
   int rc = tg_jit_call(r->jit, in, nin, out, nout);
   if (rc < 0 && r->call.rc < 0) return rc; /* the model failed: its error */
   if (rc == 0 && !r->call.reads_data) return 0;

@@ -44,6 +44,7 @@ typedef struct jitem {
   int64_t numel;
   int nbufs, nrelease;
   int *bufs, *release; /* indices into the recording's buffers */
+  bool folded;         /* computes a constant: run when the recording was kept, never replayed */
 } jitem;
 
 typedef struct jstate {
@@ -75,6 +76,7 @@ struct tg_jit {
   input_sig *sig;
   int ninputs, noutputs;
   bool ready;        /* recorded twice alike: calls replay */
+  bool fold;         /* external buffers never change: fold what only they feed (jit_fold_constants) */
   char broken[512]; /* why it cannot replay (every later call fails with it) */
 };
 
@@ -129,7 +131,7 @@ static int *indices(recording *r, uop **bufs, int n, bool first_written) {
 /* The engine's capture hook: one item that just ran. */
 static void record_item(void *ctx, const sched_item *it, program *p) {
   recording *r = ctx;
-  jitem j = {it->dev, p, it->ast, it->numel, it->nbufs, it->nrelease, NULL, NULL};
+  jitem j = {it->dev, p, it->ast, it->numel, it->nbufs, it->nrelease, NULL, NULL, false};
   if (it->ast && !j.prog) j.prog = program_get(device_base(it->dev), it->ast); /* as run_kernel finds it */
   j.bufs = indices(r, it->bufs, it->nbufs, true);
   j.release = indices(r, it->release, it->nrelease, false);
@@ -292,6 +294,40 @@ static uop *lazy_like(uop *u) {
   return b;
 }
 
+/* Where external buffers never change (jit_fold_constants: a model's own weights), an item
+ * that reads only them, or what such items made, computes the same value every call (a
+ * weight's packed panels, a Winograd weight transform): it runs once more here, into its
+ * recorded buffer, which the recording keeps as external and no release list gives back; a
+ * replay skips it. Only an intermediate's sole writer folds (not an output or a new state). */
+static int fold_constants(recording *r) {
+  int *writers = calloc(r->bufs.n + 1, sizeof(int));
+  bool *constant = calloc(r->bufs.n + 1, sizeof(bool));
+  int rc = writers && constant ? 0 : tg_set_error(TG_ERR_NOMEM, "jit: out of memory");
+  for (size_t i = 0; i < r->items.n && rc == 0; i++) writers[r->items.v[i].bufs[0]]++;
+  for (size_t b = 0; b < r->bufs.n && rc == 0; b++) constant[b] = r->bufs.v[b].cls == B_EXTERNAL;
+  for (size_t i = 0; i < r->items.n && rc == 0; i++) {
+    jitem *j = &r->items.v[i];
+    jbuf *out = &r->bufs.v[j->bufs[0]];
+    bool fold = out->cls == B_WRITTEN && !out->kept && writers[j->bufs[0]] == 1 && j->nbufs <= 64;
+    for (int s = 1; s < j->nbufs && fold; s++) fold = constant[j->bufs[s]];
+    if (!fold) continue;
+    uop *bufs[64];
+    for (int s = 0; s < j->nbufs; s++) bufs[s] = r->bufs.v[j->bufs[s]].u;
+    sched_item it = {j->dev, j->ast, bufs, j->nbufs, j->numel, NULL, 0};
+    rc = engine_run_item(&it, j->prog);
+    j->folded = true, constant[j->bufs[0]] = true, out->cls = B_EXTERNAL;
+  }
+  for (size_t i = 0; i < r->items.n && rc == 0; i++) { /* folded buffers are never given back */
+    jitem *j = &r->items.v[i];
+    int n = 0;
+    for (int k = 0; k < j->nrelease; k++)
+      if (!constant[j->release[k]]) j->release[n++] = j->release[k];
+    j->nrelease = n;
+  }
+  free(writers), free(constant);
+  return rc;
+}
+
 /* Once a recording is accepted, it keeps only what a replay reads: the external buffers. The
  * others become lazy buffers of the same dtype, shape and device (templates without memory),
  * so the recording holds no call's inputs, intermediates or old state. */
@@ -329,6 +365,7 @@ static int run_items(const recording *r, uop **now) {
   int rc = 0;
   for (size_t i = 0; i < r->items.n && rc == 0; i++) {
     const jitem *j = &r->items.v[i];
+    if (j->folded) continue;
     for (int s = 0; s < j->nbufs && s < 64; s++) bufs[s] = now[j->bufs[s]];
     sched_item it = {j->dev, j->ast, bufs, j->nbufs, j->numel, NULL, 0};
     rc = engine_run_item(&it, j->prog);
@@ -376,6 +413,10 @@ void tg_jit_free(tg_jit *j) {
 
 bool tg_jit_replaying(const tg_jit *j) { return j && j->ready; }
 
+void jit_fold_constants(tg_jit *j) {
+  if (j) j->fold = true;
+}
+
 static int first_call(tg_jit *j, tg_tensor *const *in, int nin, tg_tensor **out, int nout) {
   if (!(j->sig = malloc(sizeof *j->sig * (size_t)(nin ? nin : 1)))) return tg_set_error(TG_ERR_NOMEM, "jit: out of memory");
   for (int i = 0; i < nin; i++) sig_of(in[i], &j->sig[i]);
@@ -393,6 +434,7 @@ static int record_and_compare(tg_jit *j, tg_tensor *const *in, int nin, tg_tenso
   int same = compare(&j->rec[0], &j->rec[1], why, sizeof why);
   recording_free(&j->rec[0]);
   if (same == 0) {
+    if (j->fold && (rc = fold_constants(&j->rec[1])) < 0) return recording_free(&j->rec[1]), tg_error_status_or(rc);
     if (keep_templates(&j->rec[1]) < 0) return recording_free(&j->rec[1]), tg_set_error(TG_ERR_NOMEM, "jit: out of memory");
     return 1; /* ready to replay */
   }

@@ -32,6 +32,10 @@ tg_tensor *tensor_error(const char *fmt, ...) __attribute__((format(printf, 1, 2
 void jit_note_assign(tg_tensor *t);
 /* Whether a tg_jit is recording on this thread (a JIT inside it would take its capture). */
 bool jit_recording(void);
+/* Promise that the external buffers j's function reads (made before a call: a model's own
+ * weights) never change: what only they feed is computed once when the recording is kept and
+ * skipped by replays (jit.c, fold_constants). Before the first call. */
+void jit_fold_constants(tg_jit *j);
 /* Drop a dying marked tensor from the parameter registry (src/grad/gradient.c). */
 void grad_forget(tg_tensor *t);
 
