@@ -5,8 +5,9 @@
  * used one goes). A run is watched while it records (load.c, ox_env.derived): one that reads a
  * value computed from an input's data on the host (a shape taken from the data, an If on a
  * computed condition, NonZero) does work that depends on the values, which a replay would
- * freeze, so its signature never replays; nor does one the JIT refuses (random ops: their
- * data changes each call). Such a signature runs as before. TG_ONNX_JIT=0: no replays. */
+ * freeze, so its signature never replays; nor does one the JIT refuses (work or data made
+ * inside that differs between calls). Such a signature runs as before. What only the
+ * model's initializers feed is folded (jit_fold_constants). TG_ONNX_JIT=0: no replays. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
