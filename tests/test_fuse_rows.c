@@ -520,3 +520,50 @@ TEST(fuse_rows_prefetch_next_row) {
   tg_scope_end(s);
   free(d), free(db);
 }
+
+/* The matrix-vector form (linearize.c stream_prefetch): a kernel whose only output loop is the
+ * parallel one prefetches the rows the next iteration reads when they are at most 8 KiB ahead
+ * (W (4099, 200): an odd row count, padded to the register tile, so the rows pass through the
+ * padded dim's clamp), not for long rows (W (600, 2048): 64 KiB ahead), nor in a matmul (two
+ * output loops), nor when off. Values with every buffer prefetched, against naive loops. */
+static int prefetch_everything(uop *ast, kshape *ks, void *ctx) {
+  (void)ctx;
+  kshape_optimize(ks, ast, &device_default()->caps);
+  ks->prefetch_bytes = 1;
+  return 0;
+}
+
+TEST(fuse_rows_prefetch_matvec_streams) {
+  if (!fuses_here()) SKIP("work-item devices get no prefetches");
+  enum { R = 4099, C = 200 };
+  float *w = inputs(R * C, 8), *v = inputs(C, 9), *wl = inputs(600 * 2048, 10), *vl = inputs(2048, 11);
+  tg_scope *s = tg_scope_begin();
+  tg_tensor *tw = tg_from_data(w, TG_FLOAT32, (int64_t[]){R, C}, 2), *tv = tg_from_data(v, TG_FLOAT32, (int64_t[]){C}, 1);
+  tg_tensor *twl = tg_from_data(wl, TG_FLOAT32, (int64_t[]){600, 2048}, 2), *tvl = tg_from_data(vl, TG_FLOAT32, (int64_t[]){2048}, 1);
+  tg_tensor *sq = tg_from_data(w, TG_FLOAT32, (int64_t[]){40, 40}, 2);
+  CHECK(tg_realize(tw) == 0 && tg_realize(tv) == 0 && tg_realize(twl) == 0 && tg_realize(tvl) == 0 && tg_realize(sq) == 0);
+  uop *mv = only_ast(tg_matmul(tw, tv)), *lng = only_ast(tg_matmul(twl, tvl)), *mm = only_ast(tg_matmul(sq, sq));
+  CHECK(mv && lng && mm);
+  if (mv && lng && mm) {
+    int short_rows = prefetches(mv, true, 1), off = prefetches(mv, true, 0), long_rows = prefetches(lng, true, 1), matmul = prefetches(mm, true, 1);
+    CHECK(short_rows > 0 && off == 0 && long_rows == 0 && matmul == 0);
+    if (!(short_rows > 0 && off == 0 && long_rows == 0 && matmul == 0))
+      printf("  prefetches: short rows %d, off %d, long rows %d, matmul %d\n", short_rows, off, long_rows, matmul);
+  }
+  if (mv) uop_decref(mv);
+  if (lng) uop_decref(lng);
+  if (mm) uop_decref(mm);
+  program_set_opt_hook(prefetch_everything, NULL);
+  float y[R];
+  CHECK(tg_to_host(tg_matmul(tw, tv), y, sizeof y) == 0);
+  int bad = 0;
+  for (int r = 0; r < R; r++) {
+    double ref = 0;
+    for (int k = 0; k < C; k++) ref += (double)w[r * C + k] * v[k];
+    bad += !harness_close(y[r], ref, 1e-5, 1e-5);
+  }
+  CHECK(bad == 0);
+  program_set_opt_hook(NULL, NULL);
+  tg_scope_end(s);
+  free(w), free(v), free(wl), free(vl);
+}

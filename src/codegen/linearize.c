@@ -164,11 +164,14 @@ static void hoist_between_loops(lin_ctx *c, uop **group, int ng, int next) {
     for (int i = 0; i < reduce_nbody(group[g]); i++) hoist(c, group[g]->src[i]);
 }
 
+static void stream_prefetch(lin_ctx *c, uop *u);
+
 static void emit_reduce(lin_ctx *c, uop *u) {
   uop *group[64];
   int nb = reduce_nbody(u);
   for (int i = 0; i < nb; i++) hoist(c, u->src[i]);
   int ng = reduce_group(c, u, group, 64);
+  for (int g = 0; g < ng; g++) stream_prefetch(c, group[g]);
   for (int g = 1; g < ng; g++)
     for (int i = 0; i < reduce_nbody(group[g]); i++) hoist(c, group[g]->src[i]);
   for (int g = 0; g < ng; g++) push(c, L_ACC_INIT, group[g]);
@@ -471,6 +474,81 @@ static void walk_row_loads(prefetch_walk *w, uop *u) {
   bool unmasked = u->nsrc == 2 && !(u->narg > 2 && u->arg[2]) && !u->src[1]->vcount; /* not a gather either */
   if (!w->plan && !state) ptrmap_put(&c->row_read, g, (void *)1);
   else if (w->plan && state == 1 && unmasked) prefetch_next_row(c, u);
+}
+
+/* A kernel whose only output loop is the parallel one (a matrix-vector product: each iteration
+ * reads a few rows of a large weight, a few KB) reads short streams, which the hardware
+ * prefetcher learns anew each iteration: a Q8_0 row of 768 values is 816 bytes. So each REDUCE
+ * there prefetches, for the loads of a buffer larger than the L2 directly in its body, what the
+ * next iteration of the parallel loop reads ((it + 1) mod its end) where that is at most
+ * STREAM_AHEAD_BYTES ahead (float32 rows of 768, 24 KiB an iteration, stream well without);
+ * loads whose indices differ by a constant inside one 64-byte line share one prefetch
+ * (docs/optimizer.md, "Next-row prefetch"). */
+enum { STREAM_AHEAD_BYTES = 8 << 10 };
+typedef struct stream_walk {
+  lin_ctx *c;
+  uint64_t rbits; /* the REDUCE's ranges */
+  ptrmap seen;
+  int n;
+  uop *pick[64]; /* per line: the load with the smallest offset, */
+  uop *key_g[64], *key_base[64]; /* its buffer and index less the constant */
+  int64_t key_off[64];
+} stream_walk;
+
+static void stream_pick(stream_walk *w, uop *ld) {
+  uop *idx = ld->src[1], *base = idx;
+  int64_t k = 0, es = (int64_t)tg_dtype_size(ld->dtype);
+  if (idx->op == OP_ADD && idx->src[1]->op == OP_CONST) base = idx->src[0], k = uop_const_ivalue(idx->src[1]);
+  for (int i = 0; i < w->n; i++) {
+    if (w->key_g[i] != ld->src[0] || w->key_base[i] != base || (w->key_off[i] * es) >> 6 != (k * es) >> 6) continue;
+    if (k < w->key_off[i]) w->pick[i] = ld, w->key_off[i] = k;
+    return;
+  }
+  if (w->n < 64) w->pick[w->n] = ld, w->key_g[w->n] = ld->src[0], w->key_base[w->n] = base, w->key_off[w->n++] = k;
+}
+
+static void walk_stream_loads(stream_walk *w, uop *u) {
+  lin_ctx *c = w->c;
+  if (ptrmap_has(&w->seen, u) || !(deps_of(c, u) & w->rbits) || u->op == OP_REDUCE) return; /* a nested one: its own */
+  ptrmap_put(&w->seen, u, u);
+  for (int i = 0; i < u->nsrc; i++) walk_stream_loads(w, u->src[i]);
+  uop *g = u->op == OP_LOAD ? u->src[0] : NULL;
+  bool plain = u->nsrc == 2 && !(u->narg > 2 && u->arg[2]) && !u->src[1]->vcount;
+  if (!g || g->op != OP_DEFINE_GLOBAL || is_row_scratch(g) || !plain || !(deps_of(c, u->src[1]) & deps_of(c, c->row))) return;
+  if ((double)g->arg[1] * (double)tg_dtype_size(u->dtype) > (double)c->info->prefetch_bytes) stream_pick(w, u);
+}
+
+/* min(e, K) as lowering writes a padded dim's clamp: K - max(K - e, 0); e, or NULL. */
+static uop *clamped(uop *u) {
+  uop *m = u->op == OP_SUB && u->src[0]->op == OP_CONST ? u->src[1] : NULL;
+  bool clamp = m && m->op == OP_MAX && uop_is_const_val(m->src[1], 0) && m->src[0]->op == OP_SUB && m->src[0]->src[0] == u->src[0];
+  return clamp ? m->src[0]->src[1] : NULL;
+}
+
+/* How far ahead ld's next iteration reads, in bytes: the parallel index's coefficient in ld's
+ * index, through a padded dim's clamp (-1: not a plain term of it). */
+static int64_t stream_ahead(lin_ctx *c, uop *ld) {
+  term t[64];
+  int64_t k = 0;
+  int n = index_terms(ld->src[1], 1, t, 0, 64, &k);
+  for (int i = 0; i < n && i < 64; i++) {
+    uop *e = clamped(t[i].base);
+    if (e) n = index_terms(e, t[i].coef, t, n, 64, &k);
+    else if (t[i].base == c->row) return llabs(t[i].coef) * (int64_t)tg_dtype_size(ld->dtype);
+  }
+  return -1;
+}
+
+static void stream_prefetch(lin_ctx *c, uop *u) {
+  if (!c->info->prefetch_bytes || c->nouter != 1 || !c->row || c->row->arg[1] != RANGE_PARALLEL) return;
+  stream_walk w = {.c = c};
+  for (int i = reduce_nbody(u); i < u->nsrc; i++) w.rbits |= deps_of(c, u->src[i]);
+  for (int i = 0; i < reduce_nbody(u); i++) walk_stream_loads(&w, u->src[i]);
+  ptrmap_free(&w.seen);
+  for (int i = 0; i < w.n; i++) {
+    int64_t ahead = ptrmap_has(&c->prefetch_after, w.pick[i]) ? -1 : stream_ahead(c, w.pick[i]);
+    if (ahead > 0 && ahead <= STREAM_AHEAD_BYTES) prefetch_next_row(c, w.pick[i]);
+  }
 }
 
 /* Before row reduction u (plan) or after it: its loops' loads of the row. */
