@@ -298,6 +298,21 @@ static uop *only_ast(tg_tensor *y) {
   return ast;
 }
 
+/* A realized float32 (rows, cols) tensor of inputs(seed); *d keeps the data (the caller frees it). */
+static tg_tensor *realized(const int64_t shape[2], int seed, float **d) {
+  *d = inputs(shape[0] * shape[1], seed);
+  tg_tensor *x = tg_from_data(*d, TG_FLOAT32, shape, 2);
+  CHECK(x && tg_realize(x) == 0);
+  return x;
+}
+
+/* The one kernel AST of kind k over x's rows (a reference of the caller's), checked present. */
+static uop *kind_ast(int k, tg_tensor *x) {
+  uop *ast = only_ast(apply(k, x, 1));
+  CHECK(ast != NULL);
+  return ast;
+}
+
 /* The program of ast as the default device builds it, under its heuristics' actions (or none:
  * scalar code), prefetching rows of buffers larger than prefetch_bytes (0: none); 0 or an
  * error. The caller frees lin->ops and releases the pool to its mark. */
@@ -356,12 +371,10 @@ TEST(fuse_rows_scratch_where_cost_says) {
   static const int want[NKINDS] = {1, 0, 0, 0};
   int64_t shape[2] = {6, 100}, big[2] = {2, ROW_SCRATCH_BYTES / (int64_t)sizeof(float) + 8};
   tg_scope *s = tg_scope_begin();
-  float *d = inputs(6 * 100, 4);
-  tg_tensor *x = tg_from_data(d, TG_FLOAT32, shape, 2);
-  CHECK(x && tg_realize(x) == 0);
+  float *d, *db;
+  tg_tensor *x = realized(shape, 4, &d);
   for (int k = 0; k < NKINDS; k++) {
-    uop *ast = only_ast(apply(k, x, 1));
-    CHECK(ast != NULL);
+    uop *ast = kind_ast(k, x);
     if (!ast) continue;
     int vec = scratch_stores(ast, true), scalar = scratch_stores(ast, false);
     CHECK(vec == want[k] && scalar == want[k]);
@@ -384,8 +397,7 @@ TEST(fuse_rows_scratch_where_cost_says) {
     }
     CHECK(bad == 0);
   }
-  float *db = inputs(big[0] * big[1], 5);
-  tg_tensor *xb = tg_from_data(db, TG_FLOAT32, big, 2);
+  tg_tensor *xb = realized(big, 5, &db);
   bool fused = big[1] * (int64_t)sizeof(float) * 4 <= device_default()->caps.l2_bytes; /* ROW_CACHE_SHARE */
   uop *ast = xb && fused ? only_ast(tg_softmax(xb, -1)) : NULL;
   CHECK(!fused || (ast && scratch_stores(ast, true) == 0));
@@ -488,12 +500,10 @@ TEST(fuse_rows_prefetch_next_row) {
   static const int want[NKINDS] = {1, 1, 1, 0};
   int64_t shape[2] = {6, 128}, big[2] = {2, ROW_SCRATCH_BYTES / (int64_t)sizeof(float) + 8};
   tg_scope *s = tg_scope_begin();
-  float *d = inputs(6 * 128, 4);
-  tg_tensor *x = tg_from_data(d, TG_FLOAT32, shape, 2);
-  CHECK(x && tg_realize(x) == 0);
+  float *d, *db;
+  tg_tensor *x = realized(shape, 4, &d);
   for (int k = 0; k < NKINDS; k++) {
-    uop *ast = only_ast(apply(k, x, 1));
-    CHECK(ast != NULL);
+    uop *ast = kind_ast(k, x);
     if (!ast) continue;
     int vec = prefetches(ast, true, 1), scalar = prefetches(ast, false, 1), off = prefetches(ast, true, 0);
     int cached = prefetches(ast, true, device_default()->caps.l2_bytes); /* the default: x (3 KB) stays cached */
@@ -503,8 +513,7 @@ TEST(fuse_rows_prefetch_next_row) {
     uop_decref(ast);
     run_rows(k, shape, 2, 1);
   }
-  float *db = inputs(big[0] * big[1], 5);
-  tg_tensor *xb = tg_from_data(db, TG_FLOAT32, big, 2);
+  tg_tensor *xb = realized(big, 5, &db);
   uop *ast = xb ? only_ast(tg_softmax(xb, -1)) : NULL;
   CHECK(!ast || prefetches(ast, true, 1) == 0);
   if (ast) uop_decref(ast);

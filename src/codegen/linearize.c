@@ -431,8 +431,8 @@ static bool plan_scratch(lin_ctx *c, uop *u) {
  * memory works while the ALUs do instead of between rows (docs/optimizer.md, "Next-row
  * prefetch"). Host devices, buffers larger than the L2 (kernel_info.prefetch_bytes: a smaller
  * one stays cached), unmasked loads, rows of at most ROW_SCRATCH_BYTES (a row must still be
- * cached when its own turn comes); the last row
- * prefetches the first ((row + 1) mod rows), so no address leaves the buffer. */
+ * cached when its own turn comes); the last row prefetches the first ((row + 1) mod rows), so
+ * no address leaves the buffer. */
 typedef struct prefetch_walk {
   lin_ctx *c;
   ptrmap seen;
@@ -462,18 +462,26 @@ static void prefetch_next_row(lin_ctx *c, uop *ld) {
   ptrmap_put(&c->row_read, g, (void *)2);
 }
 
+/* A load of a kernel buffer larger than the L2 (a smaller one stays cached) whose index moves
+ * with the row loop. */
+static bool row_load(lin_ctx *c, uop *u) {
+  uop *g = u->op == OP_LOAD ? u->src[0] : NULL;
+  return g && g->op == OP_DEFINE_GLOBAL && !is_row_scratch(g) && (deps_of(c, u->src[1]) & deps_of(c, c->row)) &&
+         (double)g->arg[1] * (double)tg_dtype_size(u->dtype) > (double)c->info->prefetch_bytes;
+}
+
+/* Unmasked, and not a gather: its address is one scalar index. */
+static bool plain_load(const uop *u) { return u->nsrc == 2 && !(u->narg > 2 && u->arg[2]) && !u->src[1]->vcount; }
+
 static void walk_row_loads(prefetch_walk *w, uop *u) {
   lin_ctx *c = w->c;
   if (u->op == OP_REDUCE || ptrmap_has(&w->seen, u) || !(deps_of(c, u) & ~c->open)) return;
   ptrmap_put(&w->seen, u, u);
   for (int i = 0; i < u->nsrc; i++) walk_row_loads(w, u->src[i]);
-  uop *g = u->op == OP_LOAD ? u->src[0] : NULL;
-  if (!g || g->op != OP_DEFINE_GLOBAL || is_row_scratch(g) || !(deps_of(c, u->src[1]) & deps_of(c, c->row))) return;
-  if ((double)g->arg[1] * (double)tg_dtype_size(u->dtype) <= (double)c->info->prefetch_bytes) return; /* cached anyway */
-  uintptr_t state = (uintptr_t)ptrmap_get(&c->row_read, g);
-  bool unmasked = u->nsrc == 2 && !(u->narg > 2 && u->arg[2]) && !u->src[1]->vcount; /* not a gather either */
-  if (!w->plan && !state) ptrmap_put(&c->row_read, g, (void *)1);
-  else if (w->plan && state == 1 && unmasked) prefetch_next_row(c, u);
+  if (!row_load(c, u)) return;
+  uintptr_t state = (uintptr_t)ptrmap_get(&c->row_read, u->src[0]);
+  if (!w->plan && !state) ptrmap_put(&c->row_read, u->src[0], (void *)1);
+  else if (w->plan && state == 1 && plain_load(u)) prefetch_next_row(c, u);
 }
 
 /* A kernel whose only output loop is the parallel one (a matrix-vector product: each iteration
@@ -512,10 +520,7 @@ static void walk_stream_loads(stream_walk *w, uop *u) {
   if (ptrmap_has(&w->seen, u) || !(deps_of(c, u) & w->rbits) || u->op == OP_REDUCE) return; /* a nested one: its own */
   ptrmap_put(&w->seen, u, u);
   for (int i = 0; i < u->nsrc; i++) walk_stream_loads(w, u->src[i]);
-  uop *g = u->op == OP_LOAD ? u->src[0] : NULL;
-  bool plain = u->nsrc == 2 && !(u->narg > 2 && u->arg[2]) && !u->src[1]->vcount;
-  if (!g || g->op != OP_DEFINE_GLOBAL || is_row_scratch(g) || !plain || !(deps_of(c, u->src[1]) & deps_of(c, c->row))) return;
-  if ((double)g->arg[1] * (double)tg_dtype_size(u->dtype) > (double)c->info->prefetch_bytes) stream_pick(w, u);
+  if (row_load(c, u) && plain_load(u)) stream_pick(w, u);
 }
 
 /* min(e, K) as lowering writes a padded dim's clamp: K - max(K - e, 0); e, or NULL. */

@@ -159,8 +159,6 @@ static int refuse_sharded(uop *b, const char *what, int i) {
   return b && b->op == OP_MULTI ? tg_set_error(TG_ERR_ARG, "jit: %s %d is sharded across devices; tg_jit does not record sharded tensors yet", what, i) : 0;
 }
 
-/* Call fn once, recording into r: the items of every realize it does, and of realizing its
- * outputs (and pending assigns) at the end. */
 /* Does u's graph reach one of the inputs' nodes? */
 static bool reaches_input(uop *u, tg_tensor *const *in, int nin, ptrmap *seen) {
   if (ptrmap_has(seen, u)) return false;
@@ -188,6 +186,8 @@ static int refuse_computed_before(const recording *r, tg_tensor **out, int nout)
   return 0;
 }
 
+/* Call fn once, recording into r: the items of every realize it does, and of realizing its
+ * outputs (and pending assigns) at the end. */
 static int record_call(tg_jit *j, recording *r, tg_tensor *const *in, int nin, tg_tensor **out, int nout) {
   *r = (recording){.inputs = in, .ninputs = nin};
   for (int i = 0; i < nin; i++) /* the inputs' own buffers exist before the call */
