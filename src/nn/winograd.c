@@ -99,36 +99,39 @@ bool wino_applies(tg_tensor *x, tg_tensor *w, const int64_t *pad_before, const i
          computed <= WINO_MAX_OVERHANG * outputs;
 }
 
-/* U = G g G^T as (a*a, K, C). */
+/* U^T = (G g G^T)^T as (a*a, C, K): the matmul's right operand (weights only: folded once by
+ * a replay, docs/jit.md). */
 static tg_tensor *weight_tiles(tg_tensor *w, const wino_mats *mt) {
-  int64_t flat[3] = {(int64_t)mt->a * mt->a, tg_dim(w, 0), tg_dim(w, 1)};
-  int perm[4] = {2, 3, 0, 1};
-  tg_tensor *u = tg_permute(w, perm, 4); /* (3, 3, K, C) */
+  int64_t flat[3] = {(int64_t)mt->a * mt->a, tg_dim(w, 1), tg_dim(w, 0)};
+  int perm[4] = {2, 3, 1, 0};
+  tg_tensor *u = tg_permute(w, perm, 4); /* (3, 3, C, K) */
   u = contract(contract(u, 0, mt->g, mt->a, 3), 1, mt->g, mt->a, 3);
   return tg_reshape(tg_contiguous(u), flat, 3);
 }
 
-/* V = B^T d B as (a*a, C, N*TH*TW), from x padded so that TH x TW tiles of m cover it. First
- * along the tile rows, written (C, a, N, TH, a, TW): the tiles innermost, so that the second
- * pass, along the tile columns, reads and writes along them too; it writes the matmul's layout
- * (a, a, C, N, TH, TW). The first pass reads x every m-th column (tile starts); passes that
- * kept whole padded rows innermost instead left that stride to the second pass, where the
- * optimizer ran its lanes along the 6 taps of a tile (a horizontal sum per output) and at two
- * threads took 230-240 ms for ResNet-18's 64@56 layer at batch 32 (now 36-38). */
+/* Every pass keeps the channels innermost (tiles of an NHWC image), so that each kernel loads
+ * and stores whole vectors along them: the taps of a tile lie m apart along a row, which in
+ * NCHW made the tile passes read every m-th element (masked gathers: ResNet-18's 64@56 layer
+ * at batch 32 took 24 ms for the first input pass, 9.4 ms for the first output pass; in NHWC,
+ * docs/performance.md "Winograd in NHWC"). */
+static const int to_nhwc[4] = {0, 2, 3, 1}, to_nchw[4] = {0, 3, 1, 2};
+
+/* V = B^T d B as (a*a, N*TH*TW, C), from x padded so that TH x TW tiles of m cover it: the
+ * image stored NHWC (one transpose; none where x is the NCHW view of a Winograd output, as
+ * in ResNet's blocks: the view cancels), then along the image rows, whole rows kept
+ * (N, TH, a, Wp, C), then along the columns, written in the matmul's layout (a, a, N, TH, TW, C). */
 static tg_tensor *input_tiles(tg_tensor *x, const wino_mats *mt, const int64_t *before, const int64_t *after) {
-  int64_t k[2] = {mt->a, mt->a}, s[2] = {mt->m, mt->m}, d[2] = {1, 1};
-  /* A computed input (ResNet's relu(bn(conv) + shortcut)) is stored first: fused into the row
-   * pass it was recomputed for each of the 13.5 reads per element there, from two buffers, and
-   * that pass took 2.2-2.4x as long (batch 32: 34 -> 14 ms at 64@56). Where the input is the
-   * end of a reduction kernel (relu(bn(conv))) the store is that kernel's own. */
-  if (uop_is_alu(x->u)) x = tg_contiguous(x);
-  tg_tensor *tiles = pool_windows(pad_or_crop(x, before, after, 2, 0), k, s, d, 2); /* (N, C, TH, TW, a, a) */
-  if (!tiles) return NULL;
-  int p1[6] = {1, 4, 0, 2, 5, 3}, p2[6] = {1, 4, 0, 2, 3, 5};
-  tg_tensor *t = contract(tg_permute(tiles, p1, 6), 1, mt->bt, mt->a, mt->a); /* (C, a, N, TH, a, TW) */
-  tg_tensor *v = contract(tg_contiguous(t), 4, mt->bt, mt->a, mt->a);           /* (C, a, N, TH, a, TW) */
-  v = tg_contiguous(tg_permute(v, p2, 6));                                     /* (a, a, C, N, TH, TW) */
-  int64_t flat[3] = {(int64_t)mt->a * mt->a, tg_dim(x, 1), tg_dim(x, 0) * tg_dim(tiles, 2) * tg_dim(tiles, 3)};
+  int64_t a = mt->a, k[1] = {a}, s[1] = {mt->m}, d[1] = {1};
+  int64_t pb[4] = {0, before[0], before[1], 0}, pa[4] = {0, after[0], after[1], 0};
+  tg_tensor *xp = tg_pad(tg_contiguous(tg_permute(x, to_nhwc, 4)), pb, pa, 0); /* (N, Hp, Wp, C) */
+  int p0[4] = {0, 2, 3, 1}, p1[5] = {0, 3, 4, 1, 2}, p2[5] = {0, 1, 2, 4, 3}, p3[6] = {2, 5, 0, 1, 4, 3};
+  tg_tensor *rows = pool_windows(tg_permute(xp, p0, 4), k, s, d, 1);          /* (N, Wp, C, TH, a) */
+  if (!rows) return NULL;
+  tg_tensor *t = tg_contiguous(contract(tg_permute(rows, p1, 5), 2, mt->bt, mt->a, mt->a)); /* (N, TH, a, Wp, C) */
+  tg_tensor *cols = pool_windows(tg_permute(t, p2, 5), k, s, d, 1);           /* (N, TH, a, C, TW, a) */
+  if (!cols) return NULL;
+  tg_tensor *v = tg_contiguous(contract(tg_permute(cols, p3, 6), 1, mt->bt, mt->a, mt->a)); /* (a, a, N, TH, TW, C) */
+  int64_t flat[3] = {a * a, tg_dim(cols, 0) * tg_dim(cols, 1) * tg_dim(cols, 4), tg_dim(x, 1)};
   return tg_reshape(v, flat, 3);
 }
 
@@ -142,15 +145,13 @@ tg_tensor *wino_conv2d(tg_tensor *x, tg_tensor *w, const int64_t *pad_before, co
   }
   tg_tensor *v = input_tiles(x, mt, pad_before, after);
   tg_tensor *u = weight_tiles(w, mt);
-  tg_tensor *prod = tg_matmul(u, v); /* (a*a, K, N*TH*TW) */
-  /* Y = A^T M A: along the tile columns first, written as image rows (K, N, TH, a, TW*m); then
-   * along the tile rows, read and written along those rows. */
-  int64_t ms[6] = {mt->a, mt->a, kout, n, tiles[0], tiles[1]}, rs[5] = {kout, n, tiles[0], mt->a, tiles[1] * mt->m};
-  int p1[6] = {2, 3, 4, 0, 5, 1}, p2[5] = {3, 0, 1, 2, 4}, p3[5] = {2, 1, 3, 0, 4};
-  tg_tensor *y = contract(tg_reshape(prod, ms, 6), 1, mt->at, mt->m, mt->a); /* (a, m, K, N, TH, TW) */
-  y = tg_reshape(tg_contiguous(tg_permute(y, p1, 6)), rs, 5);                 /* (K, N, TH, a, TW*m) */
-  y = contract(tg_permute(y, p2, 5), 0, mt->at, mt->m, mt->a);                /* (m, K, N, TH, TW*m) */
-  int64_t img[4] = {n, kout, tiles[0] * mt->m, tiles[1] * mt->m}, lo[4] = {0}, hi[4] = {n, kout, out[0], out[1]};
-  y = tg_reshape(tg_permute(y, p3, 5), img, 4); /* (N, K, TH, m, TW*m) */
-  return tg_shrink(y, lo, hi);
+  tg_tensor *prod = tg_matmul(v, u); /* (a*a, N*TH*TW, K) */
+  /* Y = A^T M A: along the tile rows, then along the columns, written as an NHWC image
+   * (N, TH, m, TW, m, K) that the result views as NCHW. */
+  int64_t ms[6] = {mt->a, mt->a, n, tiles[0], tiles[1], kout};
+  int p1[6] = {2, 3, 0, 4, 1, 5};
+  tg_tensor *y = contract(tg_permute(tg_reshape(prod, ms, 6), p1, 6), 2, mt->at, mt->m, mt->a); /* (N, TH, m, TW, a, K) */
+  y = tg_contiguous(contract(tg_contiguous(y), 4, mt->at, mt->m, mt->a));                   /* (N, TH, m, TW, m, K) */
+  int64_t img[4] = {n, tiles[0] * mt->m, tiles[1] * mt->m, kout}, lo[4] = {0}, hi[4] = {n, out[0], out[1], kout};
+  return tg_permute(tg_shrink(tg_reshape(y, img, 4), lo, hi), to_nchw, 4);
 }
