@@ -32,6 +32,8 @@ typedef struct device_caps {
   int tc;               /* tensor-core shapes the device multiplies (TC_* bits; 0: none) */
   bool f16c;            /* float16 <-> float32 conversion instructions (x86 F16C): the LLVM
                          * renderer uses them (render_llvm_caps); the results are the same bits */
+  int load_stride;      /* a vector load's lanes may lie up to this many elements apart: one
+                         * wide load and a shuffle (the LLVM renderer); 0 or 1: contiguous only */
 } device_caps;
 
 /* Tensor-core shapes (device_caps.tc, the TC action's amount): warp-level D = A*B + C tiles.
@@ -131,6 +133,7 @@ typedef struct kshape {
   int64_t local_bytes;
   int64_t stream_bytes; /* stores to a buffer larger than this stream past the caches (0: none) */
   int64_t prefetch_bytes; /* a row kernel prefetches the next row of a buffer larger than this (0: never; host devices) */
+  int load_stride;        /* lanes of a vector load at most this far apart (caps.load_stride; <= 1: contiguous) */
   tg_dtype red_dtype; /* dtype of the first reduction (its partials in local memory) */
   /* Tensor cores: the device's shapes (caps.tc; 0 on host devices and without a warp of 32),
    * the dim triples a tile can take (tc_match: a float32 sum of products of two 16-bit float
@@ -337,6 +340,9 @@ void program_set_lane_by_lane(bool on);
  * scratch): 16 lanes of 8 bytes. A vector load whose first lane is in bounds stays inside
  * the allocation, so lowering needs no bounds check for lanes past a padded dim's end. */
 #define BUFFER_SLACK 128
+/* The distance between the lanes of a vector LOAD (arg = [lanes, aligned, checked, 0,
+ * stride]; lower.c vector_access): 1 for a contiguous one. */
+static inline int64_t load_lane_stride(const uop *u) { return u->op == OP_LOAD && u->narg > 4 ? u->arg[4] : 1; }
 /* Free the blocks cached for reuse by freed buffers (src/device/buffer.c; also at exit). */
 void buffer_cache_clear(void);
 

@@ -652,7 +652,7 @@ static bool uses_lane(lower_ctx *c, uop *u) {
   return r;
 }
 
-static bool lane_contiguous(lower_ctx *c, uop *idx, uop **base, bool *aligned, bool *clamped);
+static bool lane_strided(lower_ctx *c, uop *idx, int max_stride, uop **base, int *stride, bool *aligned, bool *clamped);
 
 /* A padded dim's clamp k - max(k - e, 0) of a contiguous e: its lanes run on (past k: don't
  * care). The base is e's. */
@@ -661,29 +661,35 @@ static bool clamped_lane(lower_ctx *c, uop *u, uop **base, bool *aligned) {
   uop *m = u->src[1], *k = u->src[0];
   if (m->op != OP_MAX || !uop_is_const_val(m->src[1], 0) || m->src[0]->op != OP_SUB || m->src[0]->src[0] != k) return false;
   bool inner;
-  return lane_contiguous(c, m->src[0]->src[1], base, aligned, &inner) && !inner;
+  int one;
+  return lane_strided(c, m->src[0]->src[1], 1, base, &one, aligned, &inner) && !inner;
 }
 
-/* idx == base + lane with base free of the lane? Then *base and whether it is a multiple
- * of the lane count (an aligned vector: buffers are 64-byte aligned). *clamped: the lane runs
- * through a padded dim's clamp, so the vector may reach past the buffer. */
-static bool lane_contiguous(lower_ctx *c, uop *idx, uop **base, bool *aligned, bool *clamped) {
+/* idx == base + stride * lane with base free of the lane and 1 <= stride <= max_stride? Then
+ * *base, *stride and whether the vector is aligned (contiguous, base a multiple of the lane
+ * count: buffers are 64-byte aligned). *clamped: the lane runs through a padded dim's clamp,
+ * so the vector may reach past the buffer. */
+static bool lane_strided(lower_ctx *c, uop *idx, int max_stride, uop **base, int *stride, bool *aligned, bool *clamped) {
   term t[64];
   int64_t k = 0;
   int n = index_terms(idx, 1, t, 0, 64, &k), at = -1;
   if (n < 0) return false;
-  *aligned = k % c->lanes == 0, *clamped = false;
+  *aligned = k % c->lanes == 0, *clamped = false, *stride = 1;
   uop *inner = NULL;
   bool inner_aligned = true;
   for (int i = 0; i < n; i++) {
-    if (t[i].coef == 1 && at < 0 && t[i].base == c->lane_range) { at = i; continue; }
-    if (t[i].coef == 1 && at < 0 && clamped_lane(c, t[i].base, &inner, &inner_aligned)) { at = i, *clamped = true; continue; }
+    if (t[i].coef >= 1 && t[i].coef <= max_stride && at < 0 && t[i].base == c->lane_range) { at = i, *stride = (int)t[i].coef; continue; }
+    if (t[i].coef >= 1 && t[i].coef <= max_stride && at < 0 && clamped_lane(c, t[i].base, &inner, &inner_aligned)) {
+      at = i, *clamped = true, *stride = (int)t[i].coef;
+      continue;
+    }
     if (uses_lane(c, t[i].base)) return false;
     if (t[i].coef % c->lanes) *aligned = false;
   }
   if (at < 0) return false;
+  *aligned = *aligned && *stride == 1;
   uop *s = inner ? inner : uop_idx(k);
-  if (inner) s = uop_add(s, uop_idx(k)), *aligned = *aligned && inner_aligned;
+  if (inner) s = uop_add(uop_mul(inner, uop_idx(*stride)), uop_idx(k)), *aligned = *aligned && inner_aligned;
   for (int i = 0; i < n; i++)
     if (i != at) s = uop_add(s, uop_mul(t[i].base, uop_idx(t[i].coef)));
   *base = uop_simplify(s);
@@ -713,7 +719,10 @@ static int64_t store_copies(lower_ctx *c) {
  * That is exact for every lane that matters: a lane the clamp changes is a padded position,
  * whose value is never stored (UPCAST) or is left out of the final combine (UNROLL), so no
  * per-lane index vector is needed (64-bit index lanes cost two registers per 4 lanes).
- * A store gated per lane is one vector store when every lane is on, else lane by lane. */
+ * A store gated per lane is one vector store when every lane is on, else lane by lane.
+ * A load whose lanes lie 2 to ks->load_stride elements apart (a stride-2 conv's or pooling's
+ * taps along a row, Winograd-like tiles) gets arg[4] = that stride: the LLVM renderer reads
+ * the span with one wide load and keeps every stride-th element (load_lane_stride). */
 static uop *vector_access(void *ctx, uop *u, uop **cap) {
   (void)cap;
   lower_ctx *c = ctx;
@@ -724,17 +733,19 @@ static uop *vector_access(void *ctx, uop *u, uop **cap) {
   bool lane_mask = u->nsrc > mask_at && uses_lane(c, u->src[mask_at]);
   uop *base;
   bool aligned, clamped;
-  if (!lane_contiguous(c, u->src[1], &base, &aligned, &clamped)) return NULL;
+  int stride;
+  int max_stride = !store && c->ks->load_stride > 1 ? c->ks->load_stride : 1;
+  if (!lane_strided(c, u->src[1], max_stride, &base, &stride, &aligned, &clamped)) return NULL;
   if (clamped && store) return NULL;
   bool checked = lane_mask || clamped;
   uop *src[4];
   memcpy(src, u->src, sizeof(uop *) * (size_t)u->nsrc);
   src[1] = base;
-  int64_t arg[4] = {c->lanes, aligned, checked, 0};
+  int64_t arg[5] = {c->lanes, aligned, checked, 0, stride};
   uop *g = u->src[0];
   if (store && aligned && !checked && u->nsrc == 3 && c->ks->stream_bytes > 0 && g->op == OP_DEFINE_GLOBAL && store_copies(c) <= 2)
     arg[3] = (double)g->arg[1] * (double)tg_dtype_size(dt) > (double)c->ks->stream_bytes;
-  return uop_new(u->op, u->dtype, src, u->nsrc, arg, arg[3] ? 4 : 3);
+  return uop_new(u->op, u->dtype, src, u->nsrc, arg, stride > 1 ? 5 : arg[3] ? 4 : 3);
 }
 
 static const rule vector_rule_list[] = {

@@ -465,14 +465,20 @@ static bool moves_with_reduction(const kshape *ks, const kaccess *a) {
  * scalar c, which made the gather look like a third of its loads: lanes on 8 rows, each a
  * gather from 8 rows (142-172 ms for 4096x4096), not along the row. Nor, for a reduce dim,
  * do loads outside the reduction: a 1x1 conv's bias made its x (a gather along cin) one load
- * in three, so its lanes went along cin (960->320 at 7x7: 15 GFLOPS). */
-static bool lane_friendly(const kshape *ks, const kaccess *acc, int na, int d, bool *contiguous) {
+ * in three, so its lanes went along cin (960->320 at 7x7: 15 GFLOPS). A load whose lanes lie a
+ * few elements apart is no gather where the device reads them as a wide load and a shuffle
+ * (caps.load_stride), on a dim of at least `strided_from`: a stride-2 conv's output row of 56
+ * or 112 (MobileNetV2's depthwise 96 @112/2 at batch 32 15.0 -> 8.8 ms, its stem 9.3 -> 7.1);
+ * on shorter rows (28, 14, 7: padded lanes, masks at both ends) the taps' lanes did better
+ * (docs/performance.md, "Strided loads"). */
+static bool lane_friendly(const kshape *ks, const kaccess *acc, int na, int d, int64_t strided_from, bool *contiguous) {
   int loads = 0, gathers = 0;
   *contiguous = false;
   for (int i = 0; i < na; i++) {
     if (acc[i].store || scalar_load(&acc[i]) || (d >= ks->nout && !moves_with_reduction(ks, &acc[i]))) continue;
     loads++;
-    gathers += acc[i].coef[d] != 0 && acc[i].coef[d] != 1;
+    int64_t c = acc[i].coef[d];
+    gathers += c != 0 && c != 1 && !(c > 1 && c <= ks->load_stride && ks->size[d] >= strided_from);
     *contiguous |= acc[i].coef[d] == 1;
   }
   return gathers == 0 || (*contiguous && 3 * gathers <= loads);
@@ -536,7 +542,7 @@ static int reduce_lane_dim(const kshape *ks, const kaccess *acc, int na, int wid
   for (int d = ks->nout + ks->nred - 1; d >= ks->nout; d--) {
     int64_t n = ks->size[d];
     bool fills = 2 * n > width || (2 * n == width && n >= 4) || short_pad_lanes(n, width);
-    if (fills && lane_friendly(ks, acc, na, d, &contiguous) && contiguous) return d;
+    if (fills && lane_friendly(ks, acc, na, d, INT64_MAX, &contiguous) && contiguous) return d;
   }
   return -1;
 }
@@ -555,7 +561,7 @@ static int choose_lanes(kshape *ks, const kaccess *acc, int na, int width) {
   int last = ks->nout - 1;
   while (last >= 0 && ks->size[last] == 1) last--;
   int rd = reduce ? reduce_lane_dim(ks, acc, na, width) : -1;
-  bool out_ok = last >= 0 && lane_friendly(ks, acc, na, last, &contiguous);
+  bool out_ok = last >= 0 && lane_friendly(ks, acc, na, last, 2 * (int64_t)width, &contiguous);
   bool rpad = rd >= 0 && pad_reduce_ok(ks->size[rd], width);
   if (out_ok && (rd < 0 || lane_use(ks->size[last], width, reduce, reduce) >= lane_use(ks->size[rd], width, rpad, rpad))) {
     if (reduce) pad_for_lanes(ks, last, AX_GLOBAL, width);
@@ -567,7 +573,7 @@ static int choose_lanes(kshape *ks, const kaccess *acc, int na, int width) {
     if (lanes_on(ks, rd, OPT_UNROLL, AX_REDUCE, width) >= 0) return rd;
   }
   for (int d = last - 1; d >= 0; d--) {
-    if (2 * ks->size[d] <= width || !lane_friendly(ks, acc, na, d, &contiguous) || !contiguous) continue;
+    if (2 * ks->size[d] <= width || !lane_friendly(ks, acc, na, d, INT64_MAX, &contiguous) || !contiguous) continue;
     pad_for_lanes(ks, d, AX_GLOBAL, width);
     if (lanes_on(ks, d, OPT_UPCAST, AX_GLOBAL, width) >= 0) return d;
   }

@@ -138,10 +138,10 @@ static uop *fold_gep(void *ctx, uop *u, uop **cap) {
   return v->nsrc == 1 ? v->src[0] : u->arg[0] < v->nsrc ? v->src[u->arg[0]] : NULL;
 }
 
-/* Element index of lane l of a contiguous access at base; a checked load's lanes are
+/* Element index of lane l of a contiguous (or strided) access at base; a checked load's lanes are
  * clamped into the buffer (a lane past it is padding: any element will do). */
 static uop *lane_index(uop *access, uop *base, int l) {
-  uop *i = uop_add(base, uop_idx(l));
+  uop *i = uop_add(base, uop_idx(l * load_lane_stride(access)));
   if (access->op != OP_LOAD || access->narg < 3 || !access->arg[2]) return i;
   uop *last = uop_idx(access->src[0]->arg[1] - 1);
   i = uop_alu(OP_MAX, i, uop_idx(0));

@@ -507,7 +507,7 @@ static int llvm_open(void) {
   int64_t l2 = host_cache_bytes(2), l3 = host_cache_bytes(3);
   llvm_device.caps = (device_caps){.vector_bytes = vb, .vector_registers = has_feature("avx512f") ? 32 : 16,
                                    .l2_bytes = l2 > 0 ? l2 : 1 << 20, .llc_bytes = l3 > 0 ? l3 : 0, .threads = threadpool_size(), .max_local_size = 1, .warp = 1,
-                                   .f16c = has_feature("f16c") && tg_getenv_int("F16C", 1)};
+                                   .f16c = has_feature("f16c") && tg_getenv_int("F16C", 1), .load_stride = 4};
   return 0;
 }
 

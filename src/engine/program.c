@@ -186,6 +186,7 @@ int program_shape_init(const device *dev, uop *ast, kshape *ks) {
   else {
     ks->stream_bytes = tg_getenv_int("STREAM", 1) ? dev->caps.llc_bytes : 0; /* STREAM=0: none (debug.md) */
     ks->prefetch_bytes = tg_getenv_int("PREFETCH", 1) ? dev->caps.l2_bytes : 0; /* PREFETCH=0: none */
+    ks->load_stride = tg_getenv_int("STRIDED", 1) ? dev->caps.load_stride : 1;  /* STRIDED=0: contiguous lanes only */
   }
   return rc;
 }

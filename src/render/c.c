@@ -221,8 +221,8 @@ static bool c_vector_ok(const uop *u) {
   tg_dtype dt = (tg_dtype)u->dtype;
   bool fl = dtype_is_float(dt);
   switch (u->op) {
-    case OP_LOAD: /* contiguous; a checked one gated per lane needs a fast type */
-      return u->narg && !(load_checked(u) && load_mask(u) && load_mask(u)->vcount && !fast_dtype(dt));
+    case OP_LOAD: /* contiguous (a strided one goes lane by lane); a checked one gated per lane needs a fast type */
+      return u->narg && load_lane_stride(u) == 1 && !(load_checked(u) && load_mask(u) && load_mask(u)->vcount && !fast_dtype(dt));
     case OP_STORE: return u->narg > 0;
     case OP_REDUCE: return reduce_vector_form(u);
     default: break;

@@ -658,7 +658,56 @@ static const char *vector_load(lr *r, uop *u, int w) {
              elem_ptr(r, g, base, w), align, w, mask, vt);
 }
 
+/* The constant vector <f(0), f(1), ..., f(n-1)> of i32 (shuffle indices) or i1 (masks). */
+static const char *int_pattern(lr *r, const char *elem, int n, int (*f)(int, int), int k) {
+  strbuf b = {0};
+  sb_printf(&b, "<");
+  for (int e = 0; e < n; e++) sb_printf(&b, "%s%s %d", e ? ", " : "", elem, f(e, k));
+  sb_printf(&b, ">");
+  const char *v = sf(r, "%s", b.s ? b.s : "");
+  sb_free(&b);
+  return v;
+}
+static int times(int e, int k) { return e * k; }
+static int divided(int e, int k) { return e / k; }
+static int multiple_of(int e, int k) { return e % k == 0; }
+
+/* A strided vector load (arg[4] = s > 1: lane l reads base + s*l): the span of s*w elements
+ * read at once, every s-th kept by a shuffle. Unchecked and unmasked, every lane is inside
+ * the buffer and the span ends s-1 elements past the last one, inside its slack; otherwise a
+ * masked load of the lanes' own elements, those inside the buffer (checked: lanes past a
+ * padded dim's end may leave it) and on in the mask (0 elsewhere: padded positions, as in
+ * vector_load). */
+static const char *strided_load(lr *r, uop *u, int w, int s) {
+  tg_dtype dt = u->dtype;
+  uop *g = u->src[0], *m = load_mask(u);
+  int size = (int)tg_dtype_size(dt), span = w * s;
+  const char *st = mty(r, dt, span), *base = opnd(r, u->src[1], 0), *wide;
+  bool checked = u->narg > 2 && u->arg[2];
+  if (!checked && !m) {
+    wide = ins(r, "load %s, %s* %s, align %d", st, st, elem_ptr(r, g, base, span), size);
+  } else {
+    const char *lanes = m ? opnd(r, m, w) : all_true(r, w);
+    if (checked) {
+      const char *step = ins(r, "mul <%d x i64> %s, %s", w, lane_numbers(r, w), iconst(r, TG_INT64, w, s));
+      const char *idx = ins(r, "add <%d x i64> %s, %s", w, bcast(r, TG_INT64, w, base), step);
+      const char *lo = ins(r, "icmp sge <%d x i64> %s, zeroinitializer", w, idx);
+      const char *hi = ins(r, "icmp slt <%d x i64> %s, %s", w, idx, iconst(r, TG_INT64, w, g->arg[1]));
+      lanes = ins(r, "and <%d x i1> %s, %s", w, lanes, ins(r, "and <%d x i1> %s, %s", w, lo, hi));
+    }
+    const char *mask = ins(r, "shufflevector <%d x i1> %s, <%d x i1> undef, <%d x i32> %s", w, lanes, w, span, int_pattern(r, "i32", span, divided, s));
+    mask = ins(r, "and <%d x i1> %s, %s", span, mask, int_pattern(r, "i1", span, multiple_of, s));
+    const char *mm = mangle(r, mem_mangle[dt], span);
+    declare(r, sf(r, "declare %s @llvm.masked.load.%s.p0%s(%s*, i32, <%d x i1>, %s)", st, mm, mm, st, span, st));
+    wide = ins(r, "call %s @llvm.masked.load.%s.p0%s(%s* %s, i32 %d, <%d x i1> %s, %s zeroinitializer)", st, mm, mm, st,
+               elem_ptr(r, g, base, span), size, span, mask, st);
+  }
+  const char *v = ins(r, "shufflevector %s %s, %s undef, <%d x i32> %s", st, wide, st, w, int_pattern(r, "i32", w, times, s));
+  return from_memory(r, dt, w, v);
+}
+
 static const char *render_load(lr *r, uop *u, int w) {
+  if (load_lane_stride(u) > 1) return strided_load(r, u, w, (int)load_lane_stride(u));
   if (u->narg) return vector_load(r, u, w);
   return w ? gather(r, u, w) : scalar_load(r, u);
 }
