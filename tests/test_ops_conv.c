@@ -389,12 +389,21 @@ TEST(ops_conv_strided_lanes_along_channels) {
  * (the bias, outside the reduction, made a gather along cin look like one load in three; 16
  * input channels unrolled whole took the lanes from the row). */
 TEST(ops_conv_pointwise_lanes_along_rows) {
-  static const int shapes[][3] = {{64, 7, 16}, {16, 24, 24}, {32, 12, 8}};
+  static const int shapes[][3] = {{64, 9, 16}, {16, 24, 24}, {32, 12, 8}};
   for (int i = 0; i < 3; i++) {
     int64_t lanes;
     CHECK(check_conv_shape(2, shapes[i][0], shapes[i][1], shapes[i][2], 1, 1, 0, 1, &lanes) == 1);
     if (host_vectors()) CHECK(lanes == shapes[i][1]);
   }
+}
+
+/* A 1x1 conv on a 7x7 map reads a channels-last weight copy (conv.c small_pointwise: one more
+ * kernel); where a row of 7 fills under half a vector (16 lanes) the lanes go along the output
+ * channels, else along the row (7 of 8). Values against the naive loop. */
+TEST(ops_conv_small_pointwise_lanes_along_channels) {
+  int64_t lanes;
+  CHECK(check_conv_shape(2, 64, 7, 32, 1, 1, 0, 1, &lanes) == 2);
+  if (host_vectors()) CHECK(lanes == (caps_lanes(&device_default()->caps, 4) >= 16 ? 32 : 7));
 }
 
 /* A depthwise conv reads its padded input through the view: one kernel, no copy. */

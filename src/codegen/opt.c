@@ -552,15 +552,28 @@ static int reduce_lane_dim(const kshape *ks, const kaccess *acc, int na, int wid
  * every product needs a WHERE, which also breaks the multiply-add into three ops. */
 static bool pad_reduce_ok(int64_t n, int width) { return n < width; }
 
+/* An output dim before `last` that fills whole vectors and that the loads move along
+ * contiguously (a pointwise conv's output channels, read from a channels-last weight), or -1. */
+static int full_lane_dim(const kshape *ks, const kaccess *acc, int na, int last, int width) {
+  bool contiguous;
+  for (int d = last - 1; d >= 0; d--)
+    if (ks->size[d] % width == 0 && lane_friendly(ks, acc, na, d, INT64_MAX, &contiguous) && contiguous) return d;
+  return -1;
+}
+
 /* Vector lanes: the last output dim of size > 1 (convs keep size-1 dims for the reduced
  * axes) if the loads allow; for a reduction, a contiguous reduce dim instead when it fills
- * the lanes better (a weight gradient: kw = 5 of 8 lanes, ow = 20 of 24); else another
- * output dim (its stores go lane by lane). */
+ * the lanes better (a weight gradient: kw = 5 of 8 lanes, ow = 20 of 24), or another output
+ * dim of whole vectors when the last fills under half of them (a 7x7 map's rows, 7 of 16
+ * lanes: MobileNetV2's 160->960 @7 at batch 32 3.2 -> ms); else another output dim (its
+ * stores go lane by lane). */
 static int choose_lanes(kshape *ks, const kaccess *acc, int na, int width) {
   bool contiguous, reduce = ks->nred > 0;
   int last = ks->nout - 1;
   while (last >= 0 && ks->size[last] == 1) last--;
-  int rd = reduce ? reduce_lane_dim(ks, acc, na, width) : -1;
+  int rd = reduce ? reduce_lane_dim(ks, acc, na, width) : -1, full = -1;
+  if (reduce && last >= 0 && lane_use(ks->size[last], width, true, true) < 0.5) full = full_lane_dim(ks, acc, na, last, width);
+  if (full >= 0 && lanes_on(ks, full, OPT_UPCAST, AX_GLOBAL, width) >= 0) return full;
   bool out_ok = last >= 0 && lane_friendly(ks, acc, na, last, 2 * (int64_t)width, &contiguous);
   bool rpad = rd >= 0 && pad_reduce_ok(ks->size[rd], width);
   if (out_ok && (rd < 0 || lane_use(ks->size[last], width, reduce, reduce) >= lane_use(ks->size[rd], width, rpad, rpad))) {

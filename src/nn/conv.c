@@ -87,14 +87,30 @@ static bool strided(tg_tensor *w, const conv_geom *g) {
   return s && tg_dim(w, 0) / g->groups > 1;
 }
 
+/* A pointwise conv over a map of at most this many positions (7x7, 8x8) reads its weight
+ * channels-last too: a row of 7 fills under half a vector (8 lanes of AVX-512's 16), so the
+ * lanes go along the output channels instead (opt.c choose_lanes), each x broadcast.
+ * MobileNetV2's 7x7 layers at batch 32: docs/performance.md, "Pointwise convs on small maps". */
+#define POINTWISE_CHANNELS_LAST_MAX_POSITIONS 64
+
+static bool small_pointwise(tg_tensor *w, const conv_geom *g, tg_tensor *x) {
+  int64_t positions = 1;
+  for (int j = 0; j < g->nsp && x; j++) {
+    if (tg_dim(w, 2 + j) != 1 || g->stride[j] != 1) return false;
+    positions *= tg_dim(x, 2 + j) + g->pad_before[j] + g->pad_after[j];
+  }
+  return x && tg_dim(w, 0) / g->groups > 1 && positions <= POINTWISE_CHANNELS_LAST_MAX_POSITIONS;
+}
+
 /* w (G*Cout, Cin, *k) as (1, G, Cout/G, *1, Cin, *k), to multiply with conv_windows; read
- * from a channels-last copy when the conv is strided. */
-static tg_tensor *conv_weight_view(tg_tensor *w, const conv_geom *g) {
+ * from a channels-last copy when the conv is strided or a pointwise one on a small map. */
+static tg_tensor *conv_weight_view(tg_tensor *w, const conv_geom *g, tg_tensor *x) {
   int nsp = g->nsp;
   int64_t ws[TG_MAX_DIMS];
   ws[0] = 1, ws[1] = g->groups, ws[2] = tg_dim(w, 0) / g->groups, ws[3 + nsp] = tg_dim(w, 1);
   for (int j = 0; j < nsp; j++) ws[3 + j] = 1, ws[4 + nsp + j] = tg_dim(w, 2 + j);
-  return tg_reshape(strided(w, g) ? channels_last_weight(w, g) : w, ws, 4 + 2 * nsp);
+  bool last = strided(w, g) || small_pointwise(w, g, x);
+  return tg_reshape(last ? channels_last_weight(w, g) : w, ws, 4 + 2 * nsp);
 }
 
 static tg_tensor *conv_graph(tg_tensor *x, tg_tensor *w, const conv_geom *g);
@@ -106,7 +122,7 @@ static tg_tensor *direct_conv(tg_tensor *x, tg_tensor *w, const conv_geom *g) {
   for (int j = 0; j < nsp; j++) k[j] = tg_dim(w, 2 + j);
   tg_tensor *win = conv_windows(x, k, tg_dim(w, 0), g);
   if (!win) return NULL;
-  tg_tensor *prod = tg_mul(win, conv_weight_view(w, g));
+  tg_tensor *prod = tg_mul(win, conv_weight_view(w, g, x));
   for (int j = 0; j <= nsp; j++) axes[j] = n - 1 - j;
   out[0] = tg_dim(x, 0), out[1] = tg_dim(w, 0);
   for (int j = 0; j < nsp; j++) out[2 + j] = tg_dim(win, 3 + j);
