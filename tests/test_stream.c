@@ -91,3 +91,41 @@ TEST(stream_threshold_is_the_last_level_cache) {
   if (d->caps.llc_bytes) CHECK(d->caps.llc_bytes >= d->caps.l2_bytes);
   printf("  L2 %lld bytes, last-level cache %lld bytes\n", (long long)d->caps.l2_bytes, (long long)d->caps.llc_bytes);
 }
+
+/* A register tile stores many vectors a step (a matmul's rows): those stream only where one
+ * vector is a whole 64-byte line (AVX-512's 16 floats), which needs no write-combining across
+ * stores; half lines (AVX2's 8 floats) from a dozen rows at once ran slower streamed
+ * (docs/optimizer.md "Streaming stores"). Values against a naive loop either way. */
+TEST(stream_tiled_stores_only_whole_lines) {
+  const device *d = device_default();
+  if (!d || device_is_gpu(d)) SKIP("streaming stores are for host devices");
+  enum { M = 48, K = 24, N = 256 };
+  float *a = malloc(sizeof(float) * M * K), *b = malloc(sizeof(float) * K * N), *y = malloc(sizeof(float) * M * N);
+  CHECK(a && b && y);
+  if (!a || !b || !y) { free(a), free(b), free(y); return; }
+  for (int i = 0; i < M * K; i++) a[i] = (float)((i * 7) % 13 - 6);
+  for (int i = 0; i < K * N; i++) b[i] = (float)((i * 5) % 11 - 5);
+  stream_ctx c = {.stream_bytes = 4096};
+  program_set_opt_hook(hook, &c);
+  tg_scope *s = tg_scope_begin();
+  tg_tensor *ta = tg_from_data(a, TG_FLOAT32, (int64_t[]){M, K}, 2), *tb = tg_from_data(b, TG_FLOAT32, (int64_t[]){K, N}, 2);
+  CHECK(ta && tb && tg_realize(ta) == 0 && tg_realize(tb) == 0);
+  c.kernels = c.streaming = c.fences = 0;
+  CHECK(tg_to_host(tg_matmul(ta, tb), y, sizeof(float) * M * N) == 0);
+  int bad = 0;
+  for (int i = 0; i < M; i++)
+    for (int j = 0; j < N; j++) {
+      float want = 0;
+      for (int k = 0; k < K; k++) want += a[i * K + k] * b[k * N + j];
+      bad += y[i * N + j] != want;
+    }
+  CHECK(bad == 0);
+  tg_scope_end(s);
+  program_set_opt_hook(NULL, NULL);
+  if (llvm_device()) {
+    bool whole_lines = caps_lanes(&d->caps, 4) * 4 >= 64;
+    CHECK(whole_lines ? c.streaming > 2 : c.streaming == 0);
+    printf("  %d kernels, %d streaming stores (%d-byte vectors)\n", c.kernels, c.streaming, caps_lanes(&d->caps, 4) * 4);
+  }
+  free(a), free(b), free(y);
+}

@@ -710,9 +710,10 @@ static int64_t store_copies(lower_ctx *c) {
  * and for an aligned, unmasked store to a buffer larger than the last-level cache a fourth,
  * streaming: written past the caches (no read of each line before its write: softmax and
  * elementwise kernels over 64 MB moved a third more bytes than a copy). Only in kernels that
- * store one or two vectors a step: a register tile writing many rows at once fills the
- * write-combining buffers with partial lines (MobileNetV2's 1x1 convs, 12 stores a step, ran
- * 3-4% slower streamed).
+ * store one or two vectors a step, or whose vector is a whole 64-byte line: a register tile
+ * writing many rows of half lines at once fills the write-combining buffers with partial
+ * lines (AVX2: MobileNetV2's 1x1 convs, 12 stores a step, ran 3-4% slower streamed); with
+ * AVX-512's whole lines its 16->96 @112 at batch 32 went 26 -> 11 ms streamed.
  * A checked load (its mask differs per lane, or its lanes run through a padded dim's clamp)
  * reads the whole vector only when it lies inside the buffer (DEFINE_GLOBAL arg[1] elements),
  * keeping the valid lanes, and otherwise reads lane k at base + k clamped into the buffer.
@@ -743,7 +744,7 @@ static uop *vector_access(void *ctx, uop *u, uop **cap) {
   src[1] = base;
   int64_t arg[5] = {c->lanes, aligned, checked, 0, stride};
   uop *g = u->src[0];
-  if (store && aligned && !checked && u->nsrc == 3 && c->ks->stream_bytes > 0 && g->op == OP_DEFINE_GLOBAL && store_copies(c) <= 2)
+  if (store && aligned && !checked && u->nsrc == 3 && c->ks->stream_bytes > 0 && g->op == OP_DEFINE_GLOBAL && (store_copies(c) <= 2 || c->lanes * tg_dtype_size(dt) >= 64))
     arg[3] = (double)g->arg[1] * (double)tg_dtype_size(dt) > (double)c->ks->stream_bytes;
   return uop_new(u->op, u->dtype, src, u->nsrc, arg, stride > 1 ? 5 : arg[3] ? 4 : 3);
 }
