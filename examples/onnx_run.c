@@ -5,8 +5,9 @@
  * Inputs come from the .pb files given (TensorProto, graph-input order) or, for those not
  * given, are random normal (seeded) of the declared shape, a symbolic dim taking --batch
  * (default 1). Prints each output's shape and first values; --bench N runs N more times
- * (after the first run, which compiles, and a second: tg_onnx_run replays the recorded kernels
- * from its third call, docs/onnx.md "Replays") and prints the latency; --jit runs them through
+ * (after the first run, which compiles, a second and a third: tg_onnx_run replays the recorded
+ * kernels from its third call, docs/onnx.md "Replays", and the first replay first-touches its
+ * memory) and prints the latency; --jit runs them through
  * a tg_jit of its own (two recording calls, then replays);
  * --out DIR writes each output's raw bytes to DIR/output_K.bin (for comparing with another
  * runtime). */
@@ -110,7 +111,10 @@ int main(int argc, char **argv) {
     double best = 1e30, total = 0;
     for (int i = 0; i < no; i++) tg_free(out[i]); /* printed: a held output is no run's */
     tg_jit *j = jit ? tg_jit_new(run_model, m) : NULL;
-    for (int r = 0; r < 2 - !j; r++) { /* the recordings (tg_onnx_run's own: the first run and this one) */
+    /* Untimed: the recordings (tg_onnx_run's own: the first run and the next), then the first
+     * replay, whose working set is new memory (ResNet-18 at batch 32: ~190 MB, 0.4 s of page
+     * faults on the AVX-512 VM) -- the warm-up onnxruntime's bench gets too (docs/onnx.md). */
+    for (int r = 0; r < 3 - !j; r++) {
       tg_scope *s = tg_scope_begin();
       tg_tensor *o[MAX_IO];
       if (j ? tg_jit_call(j, in, ni, o, no) : tg_onnx_run(m, in, ni, o, no) || tg_realize_many(o, no))
