@@ -634,7 +634,10 @@ static const char *scalar_load(lr *r, uop *u) {
 /* A contiguous vector load (arg = [lanes, aligned, checked]). A checked one whose lanes may
  * leave the buffer is a masked load of the lanes inside it (and on in its mask); a lane
  * outside is a padded position whose value is never used (see lower.c), so its 0 is as good
- * as c.c's clamped read. */
+ * as c.c's clamped read. With a mask per lane and a vector within BUFFER_SLACK, the mask
+ * alone does: a lane on in it is a valid index, or one past a padded dim's end, at most w-1
+ * elements after a valid one (inside the slack). That spares a 64-bit index vector and two
+ * compares per load (a padded depthwise conv has nine loads a step). */
 static const char *vector_load(lr *r, uop *u, int w) {
   tg_dtype dt = u->dtype;
   uop *g = u->src[0], *m = load_mask(u);
@@ -647,13 +650,16 @@ static const char *vector_load(lr *r, uop *u, int w) {
     const char *v = ins(r, "load %s, %s* %s, align %d", vt, vt, elem_ptr(r, g, base, w), align);
     return m ? ins(r, "select i1 %s, %s %s, %s zeroinitializer", mv, vt, v, vt) : v;
   }
+  const char *mm = mangle(r, mem_mangle[dt], w);
+  declare(r, sf(r, "declare %s @llvm.masked.load.%s.p0%s(%s*, i32, <%d x i1>, %s)", vt, mm, mm, vt, w, vt));
+  if (m && m->vcount && w * size <= BUFFER_SLACK)
+    return ins(r, "call %s @llvm.masked.load.%s.p0%s(%s* %s, i32 %d, <%d x i1> %s, %s zeroinitializer)", vt, mm, mm, vt,
+               elem_ptr(r, g, base, w), align, w, opnd(r, m, w), vt);
   const char *idx = ins(r, "add <%d x i64> %s, %s", w, bcast(r, TG_INT64, w, base), lane_numbers(r, w));
   const char *lo = ins(r, "icmp sge <%d x i64> %s, zeroinitializer", w, idx);
   const char *hi = ins(r, "icmp slt <%d x i64> %s, %s", w, idx, iconst(r, TG_INT64, w, g->arg[1]));
   const char *mask = ins(r, "and <%d x i1> %s, %s", w, lo, hi);
   if (m) mask = ins(r, "and <%d x i1> %s, %s", w, mask, opnd(r, m, w));
-  const char *mm = mangle(r, mem_mangle[dt], w);
-  declare(r, sf(r, "declare %s @llvm.masked.load.%s.p0%s(%s*, i32, <%d x i1>, %s)", vt, mm, mm, vt, w, vt));
   return ins(r, "call %s @llvm.masked.load.%s.p0%s(%s* %s, i32 %d, <%d x i1> %s, %s zeroinitializer)", vt, mm, mm, vt,
              elem_ptr(r, g, base, w), align, w, mask, vt);
 }
