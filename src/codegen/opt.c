@@ -463,9 +463,12 @@ static bool moves_with_reduction(const kshape *ks, const kaccess *a) {
  * a third)? Is one of them contiguous? Scalar loads do not count: a softmax's sum of
  * exp(c * (x - max)) has one gather (x along the rows), one contiguous load (max) and the
  * scalar c, which made the gather look like a third of its loads: lanes on 8 rows, each a
- * gather from 8 rows (142-172 ms for 4096x4096), not along the row. Nor, for a reduce dim,
- * do loads outside the reduction: a 1x1 conv's bias made its x (a gather along cin) one load
- * in three, so its lanes went along cin (960->320 at 7x7: 15 GFLOPS). A load whose lanes lie a
+ * gather from 8 rows (142-172 ms for 4096x4096), not along the row. Nor, in a reduction, do
+ * loads outside it (read once per output): a 1x1 conv's bias made its x (a gather along cin)
+ * one load in three, so its lanes went along cin (960->320 at 7x7: 15 GFLOPS); a GGUF
+ * matrix-vector product's residual and bias made its weight's rows (a gather along the
+ * outputs) one load in five, so its lanes went along the outputs (GPT-2's 3072->768 at one
+ * thread 3.9 -> ms a token). A load whose lanes lie a
  * few elements apart is no gather where the device reads them as a wide load and a shuffle
  * (caps.load_stride), on a dim of at least `strided_from`: a stride-2 conv's output row of 56
  * or 112 (MobileNetV2's depthwise 96 @112/2 at batch 32 15.0 -> 8.8 ms, its stem 9.3 -> 7.1);
@@ -475,7 +478,7 @@ static bool lane_friendly(const kshape *ks, const kaccess *acc, int na, int d, i
   int loads = 0, gathers = 0;
   *contiguous = false;
   for (int i = 0; i < na; i++) {
-    if (acc[i].store || scalar_load(&acc[i]) || (d >= ks->nout && !moves_with_reduction(ks, &acc[i]))) continue;
+    if (acc[i].store || scalar_load(&acc[i]) || (ks->nred && !moves_with_reduction(ks, &acc[i]))) continue;
     loads++;
     int64_t c = acc[i].coef[d];
     gathers += c != 0 && c != 1 && !(c > 1 && c <= ks->load_stride && ks->size[d] >= strided_from);
