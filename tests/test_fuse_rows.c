@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include "harness.h"
+#include "kernel_ast.h"
 #include "codegen/codegen.h"
 #include "device/device.h"
 #include "schedule/schedule.h"
@@ -287,16 +288,6 @@ TEST(fuse_rows_variable_row_length) {
 
 /* ------------------------------------------------ the row scratch (linearize.c) */
 
-/* The one kernel AST of y's schedule (NULL if it has more), a reference of the caller's. */
-static uop *only_ast(tg_tensor *y) {
-  schedule sc;
-  uop *u = y ? y->u : NULL, *ast = NULL;
-  if (u && schedule_build(&u, 1, &sc) == 0) {
-    if (sc.items.n == 1) ast = sc.items.v[0].ast, uop_incref(ast);
-    schedule_free(&sc);
-  }
-  return ast;
-}
 
 /* A realized float32 (rows, cols) tensor of inputs(seed); *d keeps the data (the caller frees it). */
 static tg_tensor *realized(const int64_t shape[2], int seed, float **d) {

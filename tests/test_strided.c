@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "kernel_ast.h"
 #include "codegen/codegen.h"
 #include "device/device.h"
 #include "runtime/helpers.h"
@@ -100,16 +101,6 @@ static int mismatches(const char *what, const double *got, const double *want, i
   return bad;
 }
 
-/* The one kernel AST of y's schedule (NULL if it has more), a reference of the caller's. */
-static uop *only_ast(tg_tensor *y) {
-  schedule sc;
-  uop *u = y ? y->u : NULL, *ast = NULL;
-  if (u && schedule_build(&u, 1, &sc) == 0) {
-    if (sc.items.n == 1) ast = sc.items.v[0].ast, uop_incref(ast);
-    schedule_free(&sc);
-  }
-  return ast;
-}
 
 /* Strided loads found reaching outside their buffer (the coverage and bounds checks). */
 static int strided_seen, strided_outside;
