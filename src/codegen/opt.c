@@ -468,12 +468,12 @@ static bool moves_with_reduction(const kshape *ks, const kaccess *a) {
  * one load in three, so its lanes went along cin (960->320 at 7x7: 15 GFLOPS); a GGUF
  * matrix-vector product's residual and bias made its weight's rows (a gather along the
  * outputs) one load in five, so its lanes went along the outputs (GPT-2's 3072->768 at one
- * thread 3.9 -> 0.47 ms a layer). A load whose lanes lie a
- * few elements apart is no gather where the device reads them as a wide load and a shuffle
- * (caps.load_stride), on a dim of at least `strided_from`: a stride-2 conv's output row of 56
- * or 112 (MobileNetV2's depthwise 96 @112/2 at batch 32 15.0 -> 8.8 ms, its stem 9.3 -> 7.1);
- * on shorter rows (28, 14, 7: padded lanes, masks at both ends) the taps' lanes did better
- * (docs/performance.md, "Strided loads"). */
+ * thread 3.9 -> 0.47 ms a layer). A load whose lanes lie a few elements apart is no gather
+ * where the device reads them as a wide load and a shuffle (caps.load_stride), on a dim of
+ * at least `strided_from`: a stride-2 conv's output row of 56 or 112 (MobileNetV2's
+ * depthwise 96 @112/2 at batch 32 15.0 -> 6.2 ms, its stem 9.3 -> 6.7); on shorter rows (28,
+ * 14, 7: padded lanes, masks at both ends) the taps' lanes did better (optimizer.md, "Vector
+ * code"). */
 static bool lane_friendly(const kshape *ks, const kaccess *acc, int na, int d, int64_t strided_from, bool *contiguous) {
   int loads = 0, gathers = 0;
   *contiguous = false;
@@ -568,8 +568,8 @@ static int full_lane_dim(const kshape *ks, const kaccess *acc, int na, int last,
  * axes) if the loads allow; for a reduction, a contiguous reduce dim instead when it fills
  * the lanes better (a weight gradient: kw = 5 of 8 lanes, ow = 20 of 24), or another output
  * dim of whole vectors when the last fills under half of them (a 7x7 map's rows, 7 of 16
- * lanes: MobileNetV2's 160->960 @7 at batch 32 3.24 -> 2.86 ms with its channels-last weight); else another output dim (its
- * stores go lane by lane). */
+ * lanes: MobileNetV2's 160->960 @7 at batch 32 3.24 -> 2.86 ms with its channels-last
+ * weight); else another output dim (its stores go lane by lane). */
 static int choose_lanes(kshape *ks, const kaccess *acc, int na, int width) {
   bool contiguous, reduce = ks->nred > 0;
   int last = ks->nout - 1;
