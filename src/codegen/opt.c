@@ -463,12 +463,14 @@ static bool moves_with_reduction(const kshape *ks, const kaccess *a) {
  * a third)? Is one of them contiguous? Scalar loads do not count: a softmax's sum of
  * exp(c * (x - max)) has one gather (x along the rows), one contiguous load (max) and the
  * scalar c, which made the gather look like a third of its loads: lanes on 8 rows, each a
- * gather from 8 rows (142-172 ms for 4096x4096), not along the row. Nor, in a reduction, do
- * loads outside it (read once per output): a 1x1 conv's bias made its x (a gather along cin)
- * one load in three, so its lanes went along cin (960->320 at 7x7: 15 GFLOPS); a GGUF
- * matrix-vector product's residual and bias made its weight's rows (a gather along the
- * outputs) one load in five, so its lanes went along the outputs (GPT-2's 3072->768 at one
- * thread 3.9 -> 0.47 ms a layer). A load whose lanes lie a few elements apart is no gather
+ * gather from 8 rows (142-172 ms for 4096x4096), not along the row. Nor, for a reduce dim,
+ * do loads outside the reduction: a 1x1 conv's bias made its x (a gather along cin) one load
+ * in three, so its lanes went along cin (960->320 at 7x7: 15 GFLOPS). For an output dim they
+ * count (a matmul's bias is its one contiguous load there: its weight's packed panels index
+ * by div/mod), but a gather that moves with the reduction is vetoed when no load that moves
+ * with it is contiguous: a GGUF matrix-vector product's residual and bias outvoted its
+ * weight's rows (a gather along the outputs every step; GPT-2's 3072->768 at one thread
+ * 3.9 -> 0.47 ms a layer once its lanes went along the rows). A load whose lanes lie a few elements apart is no gather
  * where the device reads them as a wide load and a shuffle (caps.load_stride), on a dim of
  * at least `strided_from`: a stride-2 conv's output row of 56 or 112 (MobileNetV2's
  * depthwise 96 @112/2 at batch 32 15.0 -> 6.2 ms, its stem 9.3 -> 6.7); on shorter rows (28,
@@ -476,14 +478,19 @@ static bool moves_with_reduction(const kshape *ks, const kaccess *a) {
  * code"). */
 static bool lane_friendly(const kshape *ks, const kaccess *acc, int na, int d, int64_t strided_from, bool *contiguous) {
   int loads = 0, gathers = 0;
+  bool inner_gather = false, inner_contiguous = false;
   *contiguous = false;
   for (int i = 0; i < na; i++) {
-    if (acc[i].store || scalar_load(&acc[i]) || (ks->nred && !moves_with_reduction(ks, &acc[i]))) continue;
+    if (acc[i].store || scalar_load(&acc[i])) continue;
+    bool inner = ks->nred && moves_with_reduction(ks, &acc[i]);
+    if (d >= ks->nout && !inner) continue;
     loads++;
     int64_t c = acc[i].coef[d];
-    gathers += c != 0 && c != 1 && !(c > 1 && c <= ks->load_stride && ks->size[d] >= strided_from);
-    *contiguous |= acc[i].coef[d] == 1;
+    bool gather = c != 0 && c != 1 && !(c > 1 && c <= ks->load_stride && ks->size[d] >= strided_from);
+    gathers += gather, *contiguous |= c == 1;
+    inner_gather |= inner && gather && c > 1, inner_contiguous |= inner && c == 1;
   }
+  if (inner_gather && !inner_contiguous) return false;
   return gathers == 0 || (*contiguous && 3 * gathers <= loads);
 }
 
