@@ -90,16 +90,17 @@ static bool strided(tg_tensor *w, const conv_geom *g) {
 /* A pointwise conv over a map of at most this many positions (7x7, 8x8) reads its weight
  * channels-last too: a row of 7 fills under half a vector (8 lanes of AVX-512's 16), so the
  * lanes go along the output channels instead (opt.c choose_lanes), each x broadcast.
- * MobileNetV2's 7x7 layers at batch 32: docs/performance.md, "Pointwise convs on small maps". */
+ * MobileNetV2's 7x7 layers at batch 32: docs/nn.md, "Convolution". */
 #define POINTWISE_CHANNELS_LAST_MAX_POSITIONS 64
 
 static bool small_pointwise(tg_tensor *w, const conv_geom *g, tg_tensor *x) {
   int64_t positions = 1;
-  for (int j = 0; j < g->nsp && x; j++) {
+  if (!x) return false;
+  for (int j = 0; j < g->nsp; j++) {
     if (tg_dim(w, 2 + j) != 1 || g->stride[j] != 1) return false;
     positions *= tg_dim(x, 2 + j) + g->pad_before[j] + g->pad_after[j];
   }
-  return x && tg_dim(w, 0) / g->groups > 1 && positions <= POINTWISE_CHANNELS_LAST_MAX_POSITIONS;
+  return tg_dim(w, 0) / g->groups > 1 && positions <= POINTWISE_CHANNELS_LAST_MAX_POSITIONS;
 }
 
 /* w (G*Cout, Cin, *k) as (1, G, Cout/G, *1, Cin, *k), to multiply with conv_windows; read

@@ -112,8 +112,8 @@ static tg_tensor *weight_tiles(tg_tensor *w, const wino_mats *mt) {
 /* Every pass keeps the channels innermost (tiles of an NHWC image), so that each kernel loads
  * and stores whole vectors along them: the taps of a tile lie m apart along a row, which in
  * NCHW made the tile passes read every m-th element (masked gathers: ResNet-18's 64@56 layer
- * at batch 32 took 24 ms for the first input pass, 9.4 ms for the first output pass; in NHWC,
- * docs/performance.md "Winograd in NHWC"). */
+ * at batch 32 took 24 ms for the first input pass, 9.4 ms for the first output pass; in NHWC
+ * 1.7 and 3.7: docs/performance.md, "AVX-512 VM again"). */
 static const int to_nhwc[4] = {0, 2, 3, 1}, to_nchw[4] = {0, 3, 1, 2};
 
 /* V = B^T d B as (a*a, N*TH*TW, C), from x padded so that TH x TW tiles of m cover it: the
@@ -127,10 +127,10 @@ static tg_tensor *input_tiles(tg_tensor *x, const wino_mats *mt, const int64_t *
   int p0[4] = {0, 2, 3, 1}, p1[5] = {0, 3, 4, 1, 2}, p2[5] = {0, 1, 2, 4, 3}, p3[6] = {2, 5, 0, 1, 4, 3};
   tg_tensor *rows = pool_windows(tg_permute(xp, p0, 4), k, s, d, 1);          /* (N, Wp, C, TH, a) */
   if (!rows) return NULL;
-  tg_tensor *t = tg_contiguous(contract(tg_permute(rows, p1, 5), 2, mt->bt, mt->a, mt->a)); /* (N, TH, a, Wp, C) */
+  tg_tensor *t = tg_contiguous(contract(tg_permute(rows, p1, 5), 2, mt->bt, a, a)); /* (N, TH, a, Wp, C) */
   tg_tensor *cols = pool_windows(tg_permute(t, p2, 5), k, s, d, 1);           /* (N, TH, a, C, TW, a) */
   if (!cols) return NULL;
-  tg_tensor *v = tg_contiguous(contract(tg_permute(cols, p3, 6), 1, mt->bt, mt->a, mt->a)); /* (a, a, N, TH, TW, C) */
+  tg_tensor *v = tg_contiguous(contract(tg_permute(cols, p3, 6), 1, mt->bt, a, a)); /* (a, a, N, TH, TW, C) */
   int64_t flat[3] = {a * a, tg_dim(cols, 0) * tg_dim(cols, 1) * tg_dim(cols, 4), tg_dim(x, 1)};
   return tg_reshape(v, flat, 3);
 }

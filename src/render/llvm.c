@@ -608,6 +608,14 @@ static const char *elem_ptr(lr *r, uop *g, const char *idx, int w) {
 
 static uop *load_mask(const uop *u) { return u->nsrc > 2 ? u->src[2] : NULL; }
 
+/* w elements of g from base where mask (<w x i1>) is on, 0 elsewhere (llvm.masked.load). */
+static const char *masked_load(lr *r, uop *g, tg_dtype dt, int w, const char *base, int align, const char *mask) {
+  const char *vt = mty(r, dt, w), *mm = mangle(r, mem_mangle[dt], w);
+  declare(r, sf(r, "declare %s @llvm.masked.load.%s.p0%s(%s*, i32, <%d x i1>, %s)", vt, mm, mm, vt, w, vt));
+  return ins(r, "call %s @llvm.masked.load.%s.p0%s(%s* %s, i32 %d, <%d x i1> %s, %s zeroinitializer)", vt, mm, mm, vt,
+             elem_ptr(r, g, base, w), align, w, mask, vt);
+}
+
 /* A gather: lane l reads g[idx[l]] where its mask is on, else 0. */
 static const char *gather(lr *r, uop *u, int w) {
   tg_dtype dt = u->dtype;
@@ -650,18 +658,13 @@ static const char *vector_load(lr *r, uop *u, int w) {
     const char *v = ins(r, "load %s, %s* %s, align %d", vt, vt, elem_ptr(r, g, base, w), align);
     return m ? ins(r, "select i1 %s, %s %s, %s zeroinitializer", mv, vt, v, vt) : v;
   }
-  const char *mm = mangle(r, mem_mangle[dt], w);
-  declare(r, sf(r, "declare %s @llvm.masked.load.%s.p0%s(%s*, i32, <%d x i1>, %s)", vt, mm, mm, vt, w, vt));
-  if (m && m->vcount && w * size <= BUFFER_SLACK)
-    return ins(r, "call %s @llvm.masked.load.%s.p0%s(%s* %s, i32 %d, <%d x i1> %s, %s zeroinitializer)", vt, mm, mm, vt,
-               elem_ptr(r, g, base, w), align, w, opnd(r, m, w), vt);
+  if (m && m->vcount && w * size <= BUFFER_SLACK) return masked_load(r, g, dt, w, base, align, opnd(r, m, w));
   const char *idx = ins(r, "add <%d x i64> %s, %s", w, bcast(r, TG_INT64, w, base), lane_numbers(r, w));
   const char *lo = ins(r, "icmp sge <%d x i64> %s, zeroinitializer", w, idx);
   const char *hi = ins(r, "icmp slt <%d x i64> %s, %s", w, idx, iconst(r, TG_INT64, w, g->arg[1]));
   const char *mask = ins(r, "and <%d x i1> %s, %s", w, lo, hi);
   if (m) mask = ins(r, "and <%d x i1> %s, %s", w, mask, opnd(r, m, w));
-  return ins(r, "call %s @llvm.masked.load.%s.p0%s(%s* %s, i32 %d, <%d x i1> %s, %s zeroinitializer)", vt, mm, mm, vt,
-             elem_ptr(r, g, base, w), align, w, mask, vt);
+  return masked_load(r, g, dt, w, base, align, mask);
 }
 
 /* The constant vector <f(0), f(1), ..., f(n-1)> of i32 (shuffle indices) or i1 (masks). */
@@ -703,10 +706,7 @@ static const char *strided_load(lr *r, uop *u, int w, int s) {
     }
     const char *mask = ins(r, "shufflevector <%d x i1> %s, <%d x i1> undef, <%d x i32> %s", w, lanes, w, span, int_pattern(r, "i32", span, divided, s));
     mask = ins(r, "and <%d x i1> %s, %s", span, mask, int_pattern(r, "i1", span, multiple_of, s));
-    const char *mm = mangle(r, mem_mangle[dt], span);
-    declare(r, sf(r, "declare %s @llvm.masked.load.%s.p0%s(%s*, i32, <%d x i1>, %s)", st, mm, mm, st, span, st));
-    wide = ins(r, "call %s @llvm.masked.load.%s.p0%s(%s* %s, i32 %d, <%d x i1> %s, %s zeroinitializer)", st, mm, mm, st,
-               elem_ptr(r, g, base, span), size, span, mask, st);
+    wide = masked_load(r, g, dt, span, base, size, mask);
   }
   const char *v = ins(r, "shufflevector %s %s, %s undef, <%d x i32> %s", st, wide, st, w, int_pattern(r, "i32", w, times, s));
   return from_memory(r, dt, w, v);
