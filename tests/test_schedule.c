@@ -849,6 +849,34 @@ TEST(sched_shared_chain_stored_once) {
   tg_scope_end(s);
 }
 
+/* A computed value stored by CONTIGUOUS is read from that buffer by its other users (a conv
+ * stores its computed input, and a residual add reads the same value): two kernels. Before,
+ * the second user claimed the reduction too, so it got a kernel of its own and both users
+ * added the bias again: three (schedule.c, "a stored value is read"). */
+TEST(sched_stored_value_read_by_its_other_users) {
+  tg_scope *s = tg_scope_begin();
+  enum { R = 8, C = 16 };
+  float ad[R * C], bd[R], out[2][R];
+  fill(ad, R * C, 13);
+  fill(bd, R, 14);
+  tg_tensor *a = input(ad, (int64_t[]){R, C}, 2), *b = input(bd, (int64_t[]){R}, 1);
+  tg_tensor *y = tg_add(tg_sum(a, (const int[]){1}, 1, false), b);
+  tg_tensor *t[2] = {tg_contiguous(y), NULL};
+  t[1] = tg_add(tg_mul_s(y, 2), t[0]);
+  CHECK(tg_schedule_kernels(t, 2) == 2);
+  tg_reset_stats();
+  CHECK(tg_realize_many(t, 2) == 0);
+  CHECK(kernels_run() == 2);
+  host(t[0], out[0], R), host(t[1], out[1], R);
+  for (int r = 0; r < R; r++) {
+    double v = bd[r];
+    for (int c = 0; c < C; c++) v += ad[r * C + c];
+    CHECK_CLOSE(out[0][r], v, 1e-4);
+    CHECK_CLOSE(out[1][r], 3 * v, 1e-4);
+  }
+  tg_scope_end(s);
+}
+
 /* A chain over 150 realized tensors (and 150 user values) fuses into kernels of at most 48
  * stored inputs each (schedule.c, "inputs per kernel"): once a kernel of 151 arguments that no
  * renderer declared ("d66 undeclared"; an ONNX Det of 32 x 32 and up). */

@@ -331,6 +331,76 @@ static void choose_roots(sched *s) {
   ptrmap_free(&s->visited);
 }
 
+/* ---- a stored value is read by every kernel that needs it
+ * CONTIGUOUS(u) stores a computed u (a conv stores its computed input once, conv.c); every
+ * other use of u reads that buffer too instead of computing u again. MobileNetV2's block
+ * output, stored for the next block's pointwise conv, was also recomputed by the residual
+ * add, which claimed the conv's reduction: the reduction got a kernel of its own and every
+ * later residual added the bias again (an extra elementwise kernel per block, and 2-3
+ * residual reads in a conv whose lanes then went along its rows instead of its channels). */
+static bool stores_computed(const uop *c) {
+  return c->op == OP_CONTIGUOUS && (uop_is_alu(c->src[0]) || c->src[0]->op == OP_REDUCE_AXIS);
+}
+
+/* order (sources first) with each stored CONTIGUOUS(u) right after u, so that it precedes
+ * every other user of u; stored maps u to it. */
+static uop **stored_first(uop **order, int n, const ptrmap *stored) {
+  uop **moved = malloc(sizeof(uop *) * (size_t)n);
+  int k = 0;
+  for (int i = 0; i < n && moved; i++) {
+    uop *u = order[i], *c = ptrmap_get(stored, u);
+    if (stores_computed(u) && ptrmap_get(stored, u->src[0]) == u) continue; /* placed after its source */
+    moved[k++] = u;
+    if (c) moved[k++] = c;
+  }
+  return moved;
+}
+
+/* The graph with the other uses of each stored u reading CONTIGUOUS(u); NULL when out of memory. */
+static uop *read_stored(uop **order, int n, uop *g, const ptrmap *stored, ptrmap *origin) {
+  ptrmap done = {0}; /* old node -> new node, where they differ */
+  uop **moved = stored_first(order, n, stored), *result = moved ? g : NULL;
+  for (int i = 0; i < n && result; i++) {
+    uop *u = moved[i], *now = u, **src = NULL;
+    for (int j = 0; j < u->nsrc && result; j++) {
+      uop *x = u->src[j], *c = ptrmap_get(stored, x), *to;
+      if (c && c != u) x = c;
+      if ((to = ptrmap_get(&done, x))) x = to;
+      if (x == u->src[j]) continue;
+      if (!src && (src = malloc(sizeof(uop *) * (size_t)u->nsrc))) memcpy(src, u->src, sizeof(uop *) * (size_t)u->nsrc);
+      if (src) src[j] = x;
+      else result = NULL;
+    }
+    if (src && !(now = uop_replace_src(u, src, u->nsrc))) result = NULL;
+    free(src);
+    if (now == u || !result) continue;
+    uop *held = ptrmap_get(origin, u) ? ptrmap_get(origin, u) : u; /* the node a tensor handle holds */
+    if (ptrmap_put(&done, u, now) < 0) result = NULL;
+    else if (atomic_load_explicit(&held->handles, memory_order_relaxed) && ptrmap_put(origin, now, held) < 0) result = NULL;
+    if (u == g) result = now;
+  }
+  free(moved);
+  ptrmap_free(&done);
+  return result;
+}
+
+/* Rewrite *g so, with *order its nodes again; the new count, or -1 when out of memory. */
+static int share_stored(uop **g, ptrmap *origin, uop ***order, int n) {
+  ptrmap stored = {0}; /* u -> CONTIGUOUS(u) */
+  for (int i = 0; i < n; i++)
+    if (stores_computed((*order)[i]) && !ptrmap_has(&stored, (*order)[i]->src[0]) &&
+        ptrmap_put(&stored, (*order)[i]->src[0], (*order)[i]) < 0)
+      return ptrmap_free(&stored), -1;
+  if (!stored.count) return n;
+  uop *now = read_stored(*order, n, *g, &stored, origin);
+  ptrmap_free(&stored);
+  if (now == *g) return n;
+  free(*order), *order = NULL;
+  if (!now) return -1;
+  *g = now;
+  return uop_toposort(now, order);
+}
+
 /* ---- kernel ASTs */
 
 typedef struct kctx {
@@ -667,7 +737,7 @@ int schedule_build(uop **targets, int n, schedule *out) {
   if (!(map = malloc(sizeof *map * (size_t)(n ? n : 1)))) { rc = tg_set_error(TG_ERR_NOMEM, "schedule: out of memory"); goto done; }
   if ((rc = multi_split(&g, map)) < 0) goto done; /* sharded targets: one per device (multi.c) */
   if (tg_spec_checks() && (rc = uop_spec_tensor(g)) < 0) goto done;
-  if ((norder = layout_rewrite(&g, s.dev, &s.origin, &order)) < 0) { rc = tg_set_error(TG_ERR_NOMEM, "schedule: out of memory"); goto done; }
+  if ((norder = layout_rewrite(&g, s.dev, &s.origin, &order)) < 0 || (norder = share_stored(&g, &s.origin, &order, norder)) < 0) { rc = tg_set_error(TG_ERR_NOMEM, "schedule: out of memory"); goto done; }
   for (int i = 0; i < g->nsrc; i++)
     if (g->src[i]->op != OP_BUFFER) add_root(&s, g->src[i]);
   for (int i = 0; i < norder; i++)
