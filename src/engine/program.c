@@ -163,7 +163,10 @@ void program_free(program *p) {
 static int parse_opts(const char *text, kshape *ks) {
   char buf[512];
   snprintf(buf, sizeof buf, "%s", text);
+  for (char *c = buf; *c; c++) /* DEBUG=2's form "UPCAST(1,8) THREAD(0,64)" too */
+    if (*c == '(' || *c == ')') *c = *c == '(' ? ',' : ';';
   for (char *save = NULL, *tok = strtok_r(buf, ";", &save); tok; tok = strtok_r(NULL, ";", &save)) {
+    if (strspn(tok, " \t") == strlen(tok)) continue;
     char name[16];
     int axis;
     long long amount;
