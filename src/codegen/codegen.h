@@ -324,6 +324,9 @@ program *program_build(const device *dev, uop *ast, const kshape *ks);
 int program_shape_init(const device *dev, uop *ast, kshape *ks);
 void program_free(program *p);
 int program_run(program *p, void **args);
+/* Run iterations [begin, end) of p's parallel axis only (one stage, host devices: a chunk of
+ * images, engine/chunks.c); counted: it counts as a kernel run in the stats. */
+int program_run_part(program *p, void **args, long long begin, long long end, bool counted);
 /* Run without stats or DEBUG output (for timing candidates); 0 or negative status. */
 int program_exec(program *p, void **args);
 

@@ -153,6 +153,12 @@ static int cpu_launch(kernel_fn fn, void **args, int nargs, long long n) {
   return 0;
 }
 
+static int cpu_launch_part(kernel_fn fn, void **args, int nargs, long long begin, long long end) {
+  (void)nargs;
+  threadpool_run_range(fn, args, begin, end, 0);
+  return 0;
+}
+
 static int cpu_open(void);
 
 device cpu_device = {
@@ -162,6 +168,7 @@ device cpu_device = {
     .vectors = &c_vector_forms,
     .compile = cpu_compile,
     .launch = cpu_launch,
+    .launch_part = cpu_launch_part,
     .describe = cpu_describe,
 };
 

@@ -34,6 +34,9 @@ struct device {
    * being host addresses. GPU devices: n work-items, args being nargs memory handles (alloc's),
    * passed after n. 0 or a negative status with the error set. */
   int (*launch)(kernel_fn fn, void **args, int nargs, long long n);
+  /* Host devices: the same over iterations [begin, end) only (a chunk of images: engine/
+   * chunks.c). NULL where a kernel runs whole. */
+  int (*launch_part)(kernel_fn fn, void **args, int nargs, long long begin, long long end);
   /* GPU devices: the same in work-groups of exactly `local` work-items (n a multiple of it; a
    * kernel with LOCAL or work-group GROUP axes relies on that size: its local arrays and
    * barriers). Refused with an error, never run, when the kernel or device allows fewer.

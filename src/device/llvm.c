@@ -494,6 +494,12 @@ static int llvm_launch(kernel_fn fn, void **args, int nargs, long long n) {
   return 0;
 }
 
+static int llvm_launch_part(kernel_fn fn, void **args, int nargs, long long begin, long long end) {
+  (void)nargs;
+  threadpool_run_range(fn, args, begin, end, 0);
+  return 0;
+}
+
 static char *llvm_render(const lin_program *progs, int n, const char *const *names) {
   return render_llvm_caps(progs, n, names, &llvm_device.caps);
 }
@@ -518,5 +524,6 @@ device llvm_device = {
     .vectors = &llvm_vector_forms,
     .compile = llvm_compile,
     .launch = llvm_launch,
+    .launch_part = llvm_launch_part,
     .describe = llvm_describe,
 };

@@ -54,7 +54,7 @@ static void stats_add(tg_stats *to, const tg_stats *d) {
   to->kernels_run += d->kernels_run, to->kernels_compiled += d->kernels_compiled;
   to->disk_cache_hits += d->disk_cache_hits, to->flops += d->flops, to->bytes_moved += d->bytes_moved;
   to->kernel_seconds += d->kernel_seconds, to->compile_seconds += d->compile_seconds;
-  to->lower_seconds += d->lower_seconds;
+  to->lower_seconds += d->lower_seconds, to->kernel_parts += d->kernel_parts;
 }
 
 static void run_one(run_ctx *c, int i) {
@@ -70,7 +70,7 @@ static void run_one(run_ctx *c, int i) {
   delta.kernels_run -= before.kernels_run, delta.kernels_compiled -= before.kernels_compiled;
   delta.disk_cache_hits -= before.disk_cache_hits, delta.flops -= before.flops, delta.bytes_moved -= before.bytes_moved;
   delta.kernel_seconds -= before.kernel_seconds, delta.compile_seconds -= before.compile_seconds;
-  delta.lower_seconds -= before.lower_seconds;
+  delta.lower_seconds -= before.lower_seconds, delta.kernel_parts -= before.kernel_parts;
   stats_add(&c->stats, &delta);
   if (rc < 0 && !c->rc) c->rc = rc, snprintf(c->error, sizeof c->error, "%s", tg_last_error());
   c->done[i] = 1;

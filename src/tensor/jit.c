@@ -360,17 +360,50 @@ static uop *buffer_now(const recording *r, const jbuf *b, tg_tensor *const *in) 
   }
 }
 
-static int run_items(const recording *r, uop **now) {
-  uop *bufs[64];
-  int rc = 0;
-  for (size_t i = 0; i < r->items.n && rc == 0; i++) {
+/* The items from i on, folded ones skipped, as the engine runs them (up to CHUNK_CHAIN_MAX):
+ * their count; at[k] is item k's index in r. */
+typedef struct item_window {
+  uop *bufs[CHUNK_CHAIN_MAX][64];
+  sched_item it[CHUNK_CHAIN_MAX];
+  const sched_item *items[CHUNK_CHAIN_MAX];
+  program *progs[CHUNK_CHAIN_MAX];
+  size_t at[CHUNK_CHAIN_MAX];
+} item_window;
+
+static int next_items(const recording *r, uop **now, size_t i, item_window *w) {
+  int n = 0;
+  for (; i < r->items.n && n < CHUNK_CHAIN_MAX; i++) {
     const jitem *j = &r->items.v[i];
     if (j->folded) continue;
-    for (int s = 0; s < j->nbufs && s < 64; s++) bufs[s] = now[j->bufs[s]];
-    sched_item it = {j->dev, j->ast, bufs, j->nbufs, j->numel, NULL, 0};
-    rc = engine_run_item(&it, j->prog);
-    for (int k = 0; k < j->nrelease; k++) buffer_drop(now[j->release[k]]);
+    for (int s = 0; s < j->nbufs && s < 64; s++) w->bufs[n][s] = now[j->bufs[s]];
+    w->it[n] = (sched_item){j->dev, j->ast, w->bufs[n], j->nbufs, j->numel, NULL, 0};
+    w->items[n] = &w->it[n], w->progs[n] = j->prog, w->at[n++] = i;
   }
+  return n;
+}
+
+/* The items in order; where a few in a row can, a chunk of images at a time (engine/chunks.c),
+ * their releases after the chain's last chunk. */
+static int run_items(const recording *r, uop **now) {
+  item_window *w = malloc(sizeof *w);
+  int rc = w ? 0 : tg_set_error(TG_ERR_NOMEM, "jit: out of memory");
+  for (size_t i = 0; i < r->items.n && rc == 0;) {
+    int n = next_items(r, now, i, w), len = 1;
+    int64_t chunk = 0, batch;
+    uint64_t unaligned;
+    if (!n) break;
+    if (n >= 2 && (len = chunk_chain(w->items, w->progs, n, &chunk)) >= 2) {
+      chunk_images(w->items[0], w->progs[0], &batch, &unaligned);
+      for (int64_t first = 0; first < batch && rc == 0; first += chunk)
+        for (int k = 0; k < len && rc == 0; k++) rc = chunk_run(w->items[k], w->progs[k], first, chunk);
+    } else {
+      len = 1, rc = engine_run_item(w->items[0], w->progs[0]);
+    }
+    for (int k = 0; k < len; k++)
+      for (int q = 0; q < r->items.v[w->at[k]].nrelease; q++) buffer_drop(now[r->items.v[w->at[k]].release[q]]);
+    i = w->at[len - 1] + 1;
+  }
+  free(w);
   return rc;
 }
 

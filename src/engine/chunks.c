@@ -1,0 +1,150 @@
+/* chunks.c — a few consecutive kernels run a chunk of images at a time. A conv net's layers each
+ * read what the one before wrote: run whole, a layer's output (MobileNetV2's 16->96 @112 at
+ * batch 32: 154 MB) goes to memory and comes back for the next. Run image chunk by image
+ * chunk, the chain's kernels pass a chunk's few MB through the cache. A kernel can run a chunk
+ * when its parallel axis is its output's dim 0 (the images), whole and outermost, so that the
+ * iterations [b / u, (b + c) / u) compute images [b, b + c); a chain may form where every
+ * buffer a kernel of it writes is read by the later ones image by image (the view chain from
+ * the buffer to the kernel keeps dim 0 as it is), written once and not read before, and the
+ * devices launch parts of a parallel axis (host devices). docs/architecture.md, "Chunks". */
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/engine.h"
+
+#include "device/device.h"
+#include "runtime/helpers.h"
+#include "runtime/threadpool.h"
+#include "tensor/tensor.h"
+
+/* ---- which buffers a kernel reads image by image */
+
+typedef struct align_walk {
+  ptrmap seen;
+  uint64_t unaligned; /* PARAM slots reached with dim 0 not kept */
+  bool ok;                     /* no op the walk does not know */
+} align_walk;
+
+/* Does view u keep dim 0 (its source's dim 0 is its own, element for element)? */
+static bool keeps_dim0(const uop *u) {
+  const uop *x = u->src[0];
+  if (uop_ndim(u) < 1 || uop_ndim(x) < 1) return false;
+  int64_t n = uop_shape(u)[0];
+  switch (u->op) {
+    case OP_RESHAPE: case OP_EXPAND: return uop_shape(x)[0] == n;
+    case OP_PERMUTE: return u->arg[0] == 0;
+    case OP_PAD: return u->arg[0] == 0 && u->arg[1] == 0;
+    case OP_SHRINK: return u->arg[0] == 0 && u->arg[1] == n && uop_shape(x)[0] == n;
+    case OP_FLIP: return u->arg[0] == 0;
+    default: return false;
+  }
+}
+
+static void walk_aligned(align_walk *w, uop *u, bool kept) {
+  void *key = (void *)((uintptr_t)u | (uintptr_t)kept);
+  if (!w->ok || ptrmap_has(&w->seen, key)) return;
+  ptrmap_put(&w->seen, key, u);
+  if (u->op == OP_PARAM) {
+    if (u->arg[0] >= 64) w->ok = false;
+    else if (!kept) w->unaligned |= (uint64_t)1 << u->arg[0];
+    return;
+  }
+  if (u->op == OP_REDUCE_AXIS)
+    for (int i = 1; i < u->narg; i++) kept &= u->arg[i] != 0;
+  else if (uop_is_movement(u)) kept &= keeps_dim0(u);
+  else if (!uop_is_alu(u) && u->op != OP_CONST && u->op != OP_IOTA) w->ok = false; /* DEFINE_VAR, anything new */
+  for (int i = 0; i < u->nsrc; i++) walk_aligned(w, u->src[i], kept);
+}
+
+/* The PARAM slots the kernel reads other than image by image (across images, or the same
+ * element for every image); *ok false when it reads something the walk does not know. */
+static uint64_t unaligned_slots(uop *ast, bool *ok) {
+  align_walk w = {{0}, 0, true};
+  for (int i = 0; i < ast->nsrc; i++) walk_aligned(&w, ast->src[i], true);
+  ptrmap_free(&w.seen);
+  *ok = w.ok && ast->nsrc == 1;
+  return w.unaligned;
+}
+
+/* ---- a kernel's images per parallel iteration */
+
+int64_t chunk_images(const sched_item *it, const program *p, int64_t *batch, uint64_t *unaligned) {
+  if (!it->ast || !p || !it->dev->launch_part || p->nstages != 1 || p->scratch_bytes || p->stage[0].local) return 0;
+  const kshape *ks = &p->ks;
+  const uop *out = it->ast->nsrc ? it->ast->src[0] : it->ast; /* the value the SINK stores */
+  if (ks->nax < 1 || ks->ax[0].kind != AX_THREAD || ks->ax[0].dim != 0 || uop_ndim(out) < 1) return 0;
+  int64_t n = uop_shape(out)[0], iters = ks->ax[0].size;
+  if (n < 2 || ks->size[0] != n || n % iters || p->stage[0].parallel != iters) return 0;
+  bool ok;
+  *unaligned = unaligned_slots(it->ast, &ok);
+  *batch = n;
+  return ok ? n / iters : 0;
+}
+
+int chunk_run(const sched_item *it, program *p, int64_t first, int64_t count) {
+  int64_t batch;
+  uint64_t unaligned;
+  int64_t per = chunk_images(it, p, &batch, &unaligned);
+  if (!per || first % per || count % per || first < 0 || first + count > batch)
+    return tg_set_error(TG_ERR_DEVICE, "engine: kernel %s cannot run images %lld..%lld", p ? p->info.name : "?",
+                        (long long)first, (long long)(first + count));
+  int rc = buffer_alloc(it->bufs[0]);
+  void *args[64];
+  if (rc) return rc;
+  if (it->nbufs > 64) return tg_set_error(TG_ERR_DEVICE, "kernel has %d buffers (max 64)", it->nbufs);
+  for (int i = 0; i < it->nbufs; i++) args[i] = buffer_data(it->bufs[i]);
+  return program_run_part(p, args, first / per, (first + count) / per, first == 0);
+}
+
+/* ---- chains */
+
+
+static int64_t gcd64(int64_t a, int64_t b) { return b ? gcd64(b, a % b) : a; }
+
+/* Does items[k] read the buffers the chain's earlier kernels write (and its own output, if
+ * it reads it) image by image, write a buffer no other kernel of the chain writes and none
+ * before it reads? */
+static bool joins_chain(const sched_item *const *items, int k, uint64_t unaligned) {
+  const sched_item *it = items[k];
+  for (int j = 0; j < k; j++)
+    for (int s = 0; s < items[j]->nbufs; s++)
+      if (items[j]->bufs[s] == it->bufs[0]) return false; /* written again, or read before: its old contents */
+  for (int s = 0; s < it->nbufs; s++) {
+    bool written = s == 0;
+    for (int j = 0; j < k && !written; j++) written = items[j]->bufs[0] == it->bufs[s];
+    if (written && unaligned >> s & 1) return false;
+  }
+  return true;
+}
+
+/* Images per chunk: a multiple of every kernel's images per iteration, times the threads so
+ * that each gets a part, doubled while a chunk of the chain's outputs stays within a quarter
+ * of the last-level cache (they pass through it) and the batch divides. MobileNetV2 at batch
+ * 32: 4 images at 112x112, 16 at 14x14; a quarter measured 5-8% faster than none, a half and
+ * an eighth within the noise of it. */
+static int64_t chunk_size(const sched_item *const *items, const int64_t *per, int n, int64_t batch) {
+  int64_t c = 1, bytes = 0;
+  for (int k = 0; k < n; k++) {
+    c = c / gcd64(c, per[k]) * per[k];
+    bytes += items[k]->numel * (int64_t)tg_dtype_size((tg_dtype)items[k]->bufs[0]->dtype) / batch;
+  }
+  c *= threadpool_size();
+  const device_caps *caps = &items[0]->dev->caps;
+  int64_t cache = caps->llc_bytes ? caps->llc_bytes : caps->l2_bytes;
+  while (batch % (2 * c) == 0 && 2 * c < batch && 2 * c * bytes <= cache / 4) c *= 2;
+  return batch % c == 0 && c < batch ? c : 0;
+}
+
+int chunk_chain(const sched_item *const *items, program *const *progs, int n, int64_t *chunk) {
+  int64_t per[CHUNK_CHAIN_MAX], batch = 0, b;
+  uint64_t unaligned;
+  int len = 0;
+  if (!tg_getenv_int("CHUNKS", 1)) return 0;
+  for (; len < n && len < CHUNK_CHAIN_MAX; len++) {
+    per[len] = chunk_images(items[len], progs[len], &b, &unaligned);
+    if (!per[len] || (len && (b != batch || items[len]->dev != items[0]->dev)) || !joins_chain(items, len, unaligned)) break;
+    batch = b;
+  }
+  *chunk = len >= 2 ? chunk_size(items, per, len, batch) : 0;
+  return *chunk ? len : 0;
+}

@@ -1,0 +1,111 @@
+/* test_chunks.c — a JIT replay runs chains of kernels a chunk of images at a time
+ * (src/engine/chunks.c, docs/architecture.md "Chunks"): the same bits as plain calls; a
+ * kernel that reads a chained buffer across images (the batch flipped, a mean over the batch)
+ * is not chained to it; CHUNKS=0 turns chunks off. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "tg_nn.h"
+#include "device/device.h"
+#include "runtime/threadpool.h"
+
+enum { N = 16, C = 16, E = 48, H = 14 };
+
+/* MobileNetV2's inverted residual block: 1x1 conv C -> E, relu6, depthwise 3x3, relu6, 1x1
+ * conv E -> C, + x. ctx: the weights w1 (E, C, 1, 1), wd (E, 1, 3, 3), w2 (C, E, 1, 1). With
+ * nout 2, also a second output that reads the block's result across images: flipped along
+ * the batch (mode 1) or minus its mean over the batch (mode 2). */
+typedef struct block_ctx {
+  tg_tensor *w[3];
+  int mode;
+} block_ctx;
+
+static tg_tensor *relu6(tg_tensor *x) { return tg_clip(x, 0, 6); }
+
+static int block(void *ctx, tg_tensor *const *in, int nin, tg_tensor **out, int nout) {
+  block_ctx *b = ctx;
+  if (nin != 1 || nout != 1) return -1;
+  tg_tensor *x = in[0];
+  tg_tensor *e = relu6(tg_conv2d(x, b->w[0], NULL, NULL, NULL, NULL, 1));
+  tg_tensor *d = relu6(tg_conv2d(e, b->w[1], NULL, NULL, (const int[]){1, 1}, NULL, E));
+  tg_tensor *y = tg_add(tg_conv2d(d, b->w[2], NULL, NULL, NULL, NULL, 1), x);
+  if (b->mode == 1) y = tg_conv2d(tg_flip(y, (const int[]){0}, 1), b->w[0], NULL, NULL, NULL, NULL, 1);
+  if (b->mode == 2) y = tg_conv2d(tg_sub(y, tg_mean(y, (const int[]){0}, 1, true)), b->w[0], NULL, NULL, NULL, NULL, 1);
+  out[0] = y;
+  return 0;
+}
+
+static tg_tensor *seeded(const int64_t *shape, int nd, float scale) {
+  tg_tensor *t = tg_mul_s(tg_randn(shape, nd, TG_FLOAT32), scale);
+  CHECK(t && tg_realize(t) == 0);
+  return t;
+}
+
+/* Whether this device and thread count can run a part of a kernel. */
+static bool chunks_possible(void) { return device_default()->launch_part && threadpool_size() >= 2; }
+
+/* Five calls through the JIT against plain calls: equal bits; *parts: the kernel parts the
+ * last replay ran. */
+static void compare(block_ctx *b, uint64_t *parts) {
+  tg_jit *jit = tg_jit_new(block, b);
+  CHECK(jit != NULL);
+  size_t n = (size_t)N * (b->mode ? E : C) * H * H;
+  float *yj = malloc(n * 4), *yp = malloc(n * 4);
+  CHECK(yj && yp);
+  for (int call = 0; call < 5 && jit && yj && yp; call++) {
+    tg_scope *s = tg_scope_begin();
+    tg_tensor *x = seeded((int64_t[]){N, C, H, H}, 4, 1), *oj, *op;
+    tg_reset_stats();
+    CHECK(tg_jit_call(jit, &x, 1, &oj, 1) == 0);
+    *parts = tg_get_stats().kernel_parts;
+    CHECK(block(b, &x, 1, &op, 1) == 0);
+    CHECK(tg_to_host(oj, yj, n * 4) == 0 && tg_to_host(op, yp, n * 4) == 0);
+    CHECK(!memcmp(yj, yp, n * 4));
+    tg_scope_end(s);
+  }
+  CHECK(tg_jit_replaying(jit));
+  free(yj), free(yp);
+  tg_jit_free(jit);
+}
+
+static block_ctx weights(int mode) {
+  tg_manual_seed(7);
+  return (block_ctx){{seeded((int64_t[]){E, C, 1, 1}, 4, 0.25f), seeded((int64_t[]){E, 1, 3, 3}, 4, 0.3f),
+                      seeded((int64_t[]){C, E, 1, 1}, 4, 0.15f)}, mode};
+}
+
+TEST(chunks_replay_matches_plain_calls) {
+  tg_scope *s = tg_scope_begin();
+  block_ctx b = weights(0);
+  uint64_t parts = 0;
+  compare(&b, &parts);
+  if (chunks_possible()) CHECK(parts > 0);
+  else printf("  skip the parts check: %s\n", device_default()->launch_part ? "one thread" : "the device runs kernels whole");
+  tg_scope_end(s);
+}
+
+/* A flip of the batch or a mean over it reads the block's output across images: those kernels
+ * run after the chain's last chunk (the values prove it: a chunk would read images not
+ * computed yet). */
+TEST(chunks_reads_across_images_wait_for_the_chain) {
+  tg_scope *s = tg_scope_begin();
+  for (int mode = 1; mode <= 2; mode++) {
+    block_ctx b = weights(mode);
+    uint64_t parts = 0;
+    compare(&b, &parts);
+  }
+  tg_scope_end(s);
+}
+
+TEST(chunks_env_knob_turns_them_off) {
+  tg_scope *s = tg_scope_begin();
+  block_ctx b = weights(0);
+  uint64_t parts = 1;
+  setenv("CHUNKS", "0", 1);
+  compare(&b, &parts);
+  unsetenv("CHUNKS");
+  CHECK(parts == 0);
+  tg_scope_end(s);
+}
