@@ -68,7 +68,10 @@ static uint64_t unaligned_slots(uop *ast, bool *ok) {
 
 /* ---- a kernel's images per parallel iteration */
 
-int64_t chunk_images(const sched_item *it, const program *p, int64_t *batch, uint64_t *unaligned) {
+/* The images of its output's dim 0 (*batch) that item it's program p computes per iteration of
+ * its parallel axis, when it can run a part of them (else 0); *unaligned: the PARAM slots it
+ * reads other than image by image. */
+static int64_t chunk_images(const sched_item *it, const program *p, int64_t *batch, uint64_t *unaligned) {
   if (!it->ast || !p || !it->dev->launch_part || p->nstages != 1 || p->scratch_bytes || p->stage[0].local) return 0;
   const kshape *ks = &p->ks;
   const uop *out = it->ast->nsrc ? it->ast->src[0] : it->ast; /* the value the SINK stores */
@@ -81,7 +84,8 @@ int64_t chunk_images(const sched_item *it, const program *p, int64_t *batch, uin
   return ok ? n / iters : 0;
 }
 
-int chunk_run(const sched_item *it, program *p, int64_t first, int64_t count) {
+/* Run images [first, first + count) of it (multiples of its images per iteration). */
+static int chunk_run(const sched_item *it, program *p, int64_t first, int64_t count) {
   int64_t batch;
   uint64_t unaligned;
   int64_t per = chunk_images(it, p, &batch, &unaligned);
@@ -135,7 +139,8 @@ static int64_t chunk_size(const sched_item *const *items, const int64_t *per, in
   return batch % c == 0 && c < batch ? c : 0;
 }
 
-int chunk_chain(const sched_item *const *items, program *const *progs, int n, int64_t *chunk) {
+/* How many of items[0..n) run as one chain (0: none), and the images per chunk. */
+static int chunk_chain(const sched_item *const *items, program *const *progs, int n, int64_t *chunk) {
   int64_t per[CHUNK_CHAIN_MAX], batch = 0, b;
   uint64_t unaligned;
   int len = 0;
@@ -147,4 +152,15 @@ int chunk_chain(const sched_item *const *items, program *const *progs, int n, in
   }
   *chunk = len >= 2 ? chunk_size(items, per, len, batch) : 0;
   return *chunk ? len : 0;
+}
+
+int chunk_run_chain(const sched_item *const *items, program *const *progs, int n) {
+  int64_t chunk, batch;
+  uint64_t unaligned;
+  int len = chunk_chain(items, progs, n, &chunk), rc = 0;
+  if (len < 2) return 0;
+  chunk_images(items[0], progs[0], &batch, &unaligned);
+  for (int64_t first = 0; first < batch && rc == 0; first += chunk)
+    for (int k = 0; k < len && rc == 0; k++) rc = chunk_run(items[k], progs[k], first, chunk);
+  return rc < 0 ? rc : len;
 }

@@ -388,17 +388,11 @@ static int run_items(const recording *r, uop **now) {
   item_window *w = malloc(sizeof *w);
   int rc = w ? 0 : tg_set_error(TG_ERR_NOMEM, "jit: out of memory");
   for (size_t i = 0; i < r->items.n && rc == 0;) {
-    int n = next_items(r, now, i, w), len = 1;
-    int64_t chunk = 0, batch;
-    uint64_t unaligned;
+    int n = next_items(r, now, i, w);
     if (!n) break;
-    if (n >= 2 && (len = chunk_chain(w->items, w->progs, n, &chunk)) >= 2) {
-      chunk_images(w->items[0], w->progs[0], &batch, &unaligned);
-      for (int64_t first = 0; first < batch && rc == 0; first += chunk)
-        for (int k = 0; k < len && rc == 0; k++) rc = chunk_run(w->items[k], w->progs[k], first, chunk);
-    } else {
-      len = 1, rc = engine_run_item(w->items[0], w->progs[0]);
-    }
+    int len = chunk_run_chain(w->items, w->progs, n);
+    if (len == 0) len = 1, rc = engine_run_item(w->items[0], w->progs[0]);
+    else if (len < 0) rc = len, len = 1;
     for (int k = 0; k < len; k++)
       for (int q = 0; q < r->items.v[w->at[k]].nrelease; q++) buffer_drop(now[r->items.v[w->at[k]].release[q]]);
     i = w->at[len - 1] + 1;
