@@ -307,6 +307,11 @@ typedef struct program {
   size_t scratch_bytes; /* GROUP partials */
   kshape ks;            /* the optimizations it was built with */
   const device *dev;    /* the device it is compiled for */
+  /* engine/chunks.c: the images (dim 0 of its output: chunk_batch of them) each parallel
+   * iteration computes when a part of them can run alone (else 0), and the PARAM slots it
+   * reads other than image by image */
+  int64_t chunk_per, chunk_batch;
+  uint64_t chunk_unaligned;
 } program;
 
 /* The compiled program of a kernel AST for a device (cached by device + AST, and by source);

@@ -22,7 +22,7 @@
 typedef struct align_walk {
   ptrmap seen;
   uint64_t unaligned; /* PARAM slots reached with dim 0 not kept */
-  bool ok;                     /* no op the walk does not know */
+  bool ok;            /* no op the walk does not know */
 } align_walk;
 
 /* Does view u keep dim 0 (its source's dim 0 is its own, element for element)? */
@@ -68,40 +68,30 @@ static uint64_t unaligned_slots(uop *ast, bool *ok) {
 
 /* ---- a kernel's images per parallel iteration */
 
-/* The images of its output's dim 0 (*batch) that item it's program p computes per iteration of
- * its parallel axis, when it can run a part of them (else 0); *unaligned: the PARAM slots it
- * reads other than image by image. */
-static int64_t chunk_images(const sched_item *it, const program *p, int64_t *batch, uint64_t *unaligned) {
-  if (!it->ast || !p || !it->dev->launch_part || p->nstages != 1 || p->scratch_bytes || p->stage[0].local) return 0;
+void chunk_describe(program *p, uop *ast) {
   const kshape *ks = &p->ks;
-  const uop *out = it->ast->nsrc ? it->ast->src[0] : it->ast; /* the value the SINK stores */
-  if (ks->nax < 1 || ks->ax[0].kind != AX_THREAD || ks->ax[0].dim != 0 || uop_ndim(out) < 1) return 0;
+  const uop *out = ast->nsrc ? ast->src[0] : ast; /* the value the SINK stores */
+  p->chunk_per = 0;
+  if (!p->dev->launch_part || p->nstages != 1 || p->scratch_bytes || p->stage[0].local) return;
+  if (ks->nax < 1 || ks->ax[0].kind != AX_THREAD || ks->ax[0].dim != 0 || uop_ndim(out) < 1) return;
   int64_t n = uop_shape(out)[0], iters = ks->ax[0].size;
-  if (n < 2 || ks->size[0] != n || n % iters || p->stage[0].parallel != iters) return 0;
+  if (n < 2 || ks->size[0] != n || n % iters || p->stage[0].parallel != iters) return;
   bool ok;
-  *unaligned = unaligned_slots(it->ast, &ok);
-  *batch = n;
-  return ok ? n / iters : 0;
+  p->chunk_unaligned = unaligned_slots(ast, &ok);
+  p->chunk_batch = n, p->chunk_per = ok ? n / iters : 0;
 }
 
 /* Run images [first, first + count) of it (multiples of its images per iteration). */
 static int chunk_run(const sched_item *it, program *p, int64_t first, int64_t count) {
-  int64_t batch;
-  uint64_t unaligned;
-  int64_t per = chunk_images(it, p, &batch, &unaligned);
-  if (!per || first % per || count % per || first < 0 || first + count > batch)
-    return tg_set_error(TG_ERR_DEVICE, "engine: kernel %s cannot run images %lld..%lld", p ? p->info.name : "?",
-                        (long long)first, (long long)(first + count));
   int rc = buffer_alloc(it->bufs[0]);
   void *args[64];
   if (rc) return rc;
   if (it->nbufs > 64) return tg_set_error(TG_ERR_DEVICE, "kernel has %d buffers (max 64)", it->nbufs);
   for (int i = 0; i < it->nbufs; i++) args[i] = buffer_data(it->bufs[i]);
-  return program_run_part(p, args, first / per, (first + count) / per, first == 0);
+  return program_run_part(p, args, first / p->chunk_per, (first + count) / p->chunk_per, first == 0);
 }
 
 /* ---- chains */
-
 
 static int64_t gcd64(int64_t a, int64_t b) { return b ? gcd64(b, a % b) : a; }
 
@@ -124,8 +114,8 @@ static bool joins_chain(const sched_item *const *items, int k, uint64_t unaligne
 /* Images per chunk: a multiple of every kernel's images per iteration, times the threads so
  * that each gets a part, doubled while a chunk of the chain's outputs stays within a quarter
  * of the last-level cache (they pass through it) and the batch divides. MobileNetV2 at batch
- * 32: 4 images at 112x112, 16 at 14x14; a quarter measured 5-8% faster than none, a half and
- * an eighth within the noise of it. */
+ * 32: 2 images at 112x112 (a chain's outputs there are 8 MB an image), 16 at 14x14; a quarter
+ * measured as fast as a half and an eighth, and as a fixed 4 images. */
 static int64_t chunk_size(const sched_item *const *items, const int64_t *per, int n, int64_t batch) {
   int64_t c = 1, bytes = 0;
   for (int k = 0; k < n; k++) {
@@ -140,27 +130,25 @@ static int64_t chunk_size(const sched_item *const *items, const int64_t *per, in
 }
 
 /* How many of items[0..n) run as one chain (0: none), and the images per chunk. */
+/* How many of items[0..n) run as one chain (0: none), and the images per chunk. */
 static int chunk_chain(const sched_item *const *items, program *const *progs, int n, int64_t *chunk) {
-  int64_t per[CHUNK_CHAIN_MAX], batch = 0, b;
-  uint64_t unaligned;
+  int64_t per[CHUNK_CHAIN_MAX];
   int len = 0;
   if (!tg_getenv_int("CHUNKS", 1)) return 0;
   for (; len < n && len < CHUNK_CHAIN_MAX; len++) {
-    per[len] = chunk_images(items[len], progs[len], &b, &unaligned);
-    if (!per[len] || (len && (b != batch || items[len]->dev != items[0]->dev)) || !joins_chain(items, len, unaligned)) break;
-    batch = b;
+    const program *p = progs[len];
+    if (!items[len]->ast || !p || !(per[len] = p->chunk_per) || p->chunk_batch != progs[0]->chunk_batch ||
+        items[len]->dev != items[0]->dev || !joins_chain(items, len, p->chunk_unaligned))
+      break;
   }
-  *chunk = len >= 2 ? chunk_size(items, per, len, batch) : 0;
+  *chunk = len >= 2 ? chunk_size(items, per, len, progs[0]->chunk_batch) : 0;
   return *chunk ? len : 0;
 }
 
 int chunk_run_chain(const sched_item *const *items, program *const *progs, int n) {
-  int64_t chunk, batch;
-  uint64_t unaligned;
+  int64_t chunk;
   int len = chunk_chain(items, progs, n, &chunk), rc = 0;
-  if (len < 2) return 0;
-  chunk_images(items[0], progs[0], &batch, &unaligned);
-  for (int64_t first = 0; first < batch && rc == 0; first += chunk)
+  for (int64_t first = 0; len >= 2 && first < progs[0]->chunk_batch && rc == 0; first += chunk)
     for (int k = 0; k < len && rc == 0; k++) rc = chunk_run(items[k], progs[k], first, chunk);
   return rc < 0 ? rc : len;
 }

@@ -28,4 +28,6 @@ int engine_run_item(const sched_item *it, program *p);
  * 2, 4 and unlimited ran 5%, 8% and 8% faster, performance.md). */
 enum { CHUNK_CHAIN_MAX = 4 };
 int chunk_run_chain(const sched_item *const *items, program *const *progs, int n);
+/* Fill p's chunk_ fields from its AST (program_build, once: a replay only compares them). */
+void chunk_describe(program *p, uop *ast);
 #endif

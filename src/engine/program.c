@@ -11,6 +11,7 @@
 #include "codegen/codegen.h"
 #include "device/cuda.h"
 #include "device/device.h"
+#include "engine/engine.h"
 #include "runtime/helpers.h"
 #include "runtime/profile.h"
 
@@ -127,6 +128,7 @@ program *program_build(const device *dev, uop *ast, const kshape *ks) {
   /* TG_CUDA_CHECK=1: NVRTC (and ptxas) must also accept the GPU-style program (issue 14) */
   if (device_is_gpu(dev) ? cuda_offline_check(lin, p->nstages, name_ptrs) < 0 : gpu_offline_check(ast) < 0) goto fail;
   if (tg_debug() >= 4) fprintf(stderr, "%s\n", p->src);
+  chunk_describe(p, ast);
   uint64_t key = hash_bytes(p->src, strlen(p->src), 7) | 1;
   void *fns[2] = {0};
   bool shared = same_source(dev, p->src, key, fns);
