@@ -626,6 +626,13 @@ typedef struct tile_dim {
   int nopts;
 } tile_dim;
 
+/* s when access a reads output dim d at s times the step of reduce dim r, 1 <= s < k (a
+ * window of k along r that the rows of d share: a conv's taps, a pool's), else 0. */
+static int64_t window_step(const kaccess *a, int d, int r, int64_t k) {
+  int64_t c = a->coef[r], s = c ? a->coef[d] / c : 0;
+  return s >= 1 && s < k && s * c == a->coef[d] ? s : 0;
+}
+
 /* The loads of access a for n copies along output dim d, per tap of a window unrolled whole
  * (a conv's output row oh reads input row s*oh + kh, kh < k): the n rows' taps read (n-1)*s + k
  * distinct rows, not n*k (the same load serves the rows whose windows overlap); n without one.
@@ -635,10 +642,9 @@ static double window_copies(const kshape *ks, const kaccess *a, int d, int64_t n
   double best = (double)n;
   for (int x = 0; x < ks->nax; x++) {
     int r = ks->ax[x].dim;
-    if (ks->ax[x].kind != AX_UNROLL || r < ks->nout || ks->ax[x].size != ks->size[r] || !a->coef[r]) continue;
-    int64_t s = a->coef[d] / a->coef[r], k = ks->ax[x].size;
+    int64_t k = ks->ax[x].size, s = ks->ax[x].kind == AX_UNROLL && r >= ks->nout && k == ks->size[r] ? window_step(a, d, r, k) : 0;
     double rows = (double)((n - 1) * s + k) / (double)k;
-    if (s >= 1 && (any_overlap ? s < k : 2 * s <= k) && s * a->coef[r] == a->coef[d] && rows < best) best = rows;
+    if (s && (any_overlap || 2 * s <= k) && rows < best) best = rows;
   }
   return best;
 }
@@ -771,15 +777,12 @@ static void register_tile(kshape *ks, const kaccess *acc, int na, int lane_dim, 
       if (best[t] > 1 && (td[t].dim == lane_dim) == (pass == 1)) try_apply(ks, OPT_UPCAST, find_axis(ks, td[t].dim, AX_GLOBAL), best[t]);
 }
 
-/* Does some load read output dim d at s times the step of a reduce dim of k (1 <= s < k):
- * a window the rows of d share (a conv's taps, a pool's)? */
+/* Does some load read through such a window (any reduce dim, before unrolling)? */
 static bool window_reduction(const kshape *ks, const kaccess *acc, int na) {
   for (int i = 0; i < na; i++)
     for (int d = 0; d < ks->nout && !acc[i].store; d++)
-      for (int r = ks->nout; r < ks->nout + ks->nred; r++) {
-        int64_t c = acc[i].coef[r], s = c ? acc[i].coef[d] / c : 0;
-        if (s >= 1 && s < ks->size[r] && s * c == acc[i].coef[d]) return true;
-      }
+      for (int r = ks->nout; r < ks->nout + ks->nred; r++)
+        if (window_step(&acc[i], d, r, ks->size[r])) return true;
   return false;
 }
 
@@ -908,7 +911,6 @@ static void window_innermost(kshape *ks, const kaccess *acc, int na, int lane_di
     }
   }
 }
-
 
 /* A device with work-items (max_local_size > 1) runs one per output element, in scalar code.
  * A reduction whose last two output dims are each read broadcast by some load (a matmul: x is
