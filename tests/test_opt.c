@@ -13,6 +13,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include "harness.h"
+#include "kernel_ast.h"
 #include "codegen/codegen.h"
 #include "device/device.h"
 #include "runtime/threadpool.h"
@@ -742,6 +743,24 @@ TEST(opt_heuristics_depthwise_from_memory_rows_in_order) {
   CHECK(!strstr(c.opts, "UPCAST(2,") && !strstr(c.opts, "UPCAST(0,"));
   free(c.src);
   tg_scope_end(s);
+}
+
+/* OPTS takes its own form and the one DEBUG=2 prints (debug.md). */
+TEST(opt_env_takes_both_forms) {
+  NEED_HOST_DEVICE();
+  const char *forms[] = {"UPCAST,1,4;THREAD,0,6", "UPCAST(1,4) THREAD(0,6) "};
+  for (int f = 0; f < 2; f++) {
+    tg_scope *s = tg_scope_begin();
+    uop *ast = only_ast(tg_mul_s(ones_buffer((int64_t[]){6, 20 + 4 * f}, 2), 3.25));
+    setenv("OPTS", forms[f], 1);
+    program *p = ast ? program_get(device_default(), ast) : NULL;
+    unsetenv("OPTS");
+    char buf[128] = "";
+    if (p) kshape_describe(&p->ks, buf, sizeof buf);
+    CHECK(!strcmp(buf, "UPCAST(1,4) THREAD(0,6)"));
+    if (ast) uop_decref(ast);
+    tg_scope_end(s);
+  }
 }
 
 /* Conv-shaped reductions: odd rows (6) are padded to whole vectors (AVX2: of the CPU's width;
