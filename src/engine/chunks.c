@@ -114,8 +114,8 @@ static bool joins_chain(const sched_item *const *items, int k, uint64_t unaligne
 /* Images per chunk: a multiple of every kernel's images per iteration, times the threads so
  * that each gets a part, doubled while a chunk of the chain's outputs stays within a quarter
  * of the last-level cache (they pass through it) and the batch divides. MobileNetV2 at batch
- * 32: 2 images at 112x112 (a chain's outputs there are 8 MB an image), 4 at 28x28, 16 at 14x14; a quarter
- * measured as fast as a half and an eighth, and as a fixed 4 images. */
+ * 32: 2 images at 112x112 (a chain's outputs there are 8 MB an image), 4 at 28x28, 16 at
+ * 14x14; a quarter measured as fast as a half and an eighth, and as a fixed 4 images. */
 static int64_t chunk_size(const sched_item *const *items, const int64_t *per, int n, int64_t batch) {
   int64_t c = 1, bytes = 0;
   for (int k = 0; k < n; k++) {
