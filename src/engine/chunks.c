@@ -75,7 +75,7 @@ void chunk_describe(program *p, uop *ast) {
   if (!p->dev->launch_part || p->nstages != 1 || p->scratch_bytes || p->stage[0].local) return;
   if (ks->nax < 1 || ks->ax[0].kind != AX_THREAD || ks->ax[0].dim != 0 || uop_ndim(out) < 1) return;
   int64_t n = uop_shape(out)[0], iters = ks->ax[0].size;
-  if (n < 2 || ks->size[0] != n || n % iters || p->stage[0].parallel != iters) return;
+  if (n < 2 || iters < 1 || ks->size[0] != n || n % iters || p->stage[0].parallel != iters) return;
   bool ok;
   p->chunk_unaligned = unaligned_slots(ast, &ok);
   p->chunk_batch = n, p->chunk_per = ok ? n / iters : 0;
@@ -136,9 +136,10 @@ static int chunk_chain(const sched_item *const *items, program *const *progs, in
   int len = 0;
   if (!tg_getenv_int("CHUNKS", 1)) return 0;
   for (; len < n && len < CHUNK_CHAIN_MAX; len++) {
+    const sched_item *it = items[len];
     const program *p = progs[len];
-    if (!items[len]->ast || !p || !(per[len] = p->chunk_per) || p->chunk_batch != progs[0]->chunk_batch ||
-        items[len]->dev != items[0]->dev || !joins_chain(items, len, p->chunk_unaligned))
+    bool parts = it->ast && it->nbufs <= 64 && p && (per[len] = p->chunk_per) != 0;
+    if (!parts || p->chunk_batch != progs[0]->chunk_batch || it->dev != items[0]->dev || !joins_chain(items, len, p->chunk_unaligned))
       break;
   }
   *chunk = len >= 2 ? chunk_size(items, per, len, progs[0]->chunk_batch) : 0;
