@@ -139,7 +139,8 @@ static int chunk_chain(const sched_item *const *items, program *const *progs, in
     const sched_item *it = items[len];
     const program *p = progs[len];
     bool parts = it->ast && it->nbufs <= 64 && p && (per[len] = p->chunk_per) != 0;
-    if (!parts || p->chunk_batch != progs[0]->chunk_batch || it->dev != items[0]->dev || !joins_chain(items, len, p->chunk_unaligned))
+    if (!parts || p->chunk_batch != progs[0]->chunk_batch || it->dev != items[0]->dev ||
+        !joins_chain(items, len, p->chunk_unaligned))
       break;
   }
   *chunk = len >= 2 ? chunk_size(items, per, len, progs[0]->chunk_batch) : 0;

@@ -204,7 +204,9 @@ static void wait_done(void) {
   atomic_store(&pool.caller_sleeps, false);
 }
 
-void threadpool_run(tp_kernel fn, void **args, long long n, int max_threads) { threadpool_run_range(fn, args, 0, n, max_threads); }
+void threadpool_run(tp_kernel fn, void **args, long long n, int max_threads) {
+  threadpool_run_range(fn, args, 0, n, max_threads);
+}
 
 void threadpool_run_range(tp_kernel fn, void **args, long long begin, long long end, int max_threads) {
   long long n = end - begin;
