@@ -142,7 +142,7 @@ static const conv_case depthwise_cases[] = {
     {2, 3, 6, 5, 3, 5, 1, 2, 3},    {2, 17, 15, 15, 17, 3, 2, 1, 17}, {1, 16, 12, 12, 16, 3, 1, 1, 16},
 };
 
-/* Pointwise: from 28x28 (784 positions) up the flattened matmul, below it the direct form. */
+/* Pointwise: from 14x14 (196 positions) up the flattened matmul, below it the direct form. */
 static const conv_case pointwise_cases[] = {
     {2, 5, 29, 29, 7, 1, 1, 0, 1}, {1, 16, 28, 28, 24, 1, 1, 0, 1}, {3, 9, 14, 14, 11, 1, 1, 0, 1},
     {2, 24, 31, 27, 3, 1, 1, 0, 1},
@@ -198,7 +198,7 @@ static uint64_t kernels_and_dims(tg_tensor *y, dims_ctx *c) {
  * positions (the matmul's own dims, the tail computed under the reshape); at 14x14, and above
  * 4096 positions, over (H, W). */
 TEST(pointwise_kernel_over_flat_positions) {
-  static const struct { int c, hw, k; int64_t flat; } cases[] = {{8, 29, 6, 841}, {8, 14, 6, 0}, {4, 65, 5, 0}};
+  static const struct { int c, hw, k; int64_t flat; } cases[] = {{8, 29, 6, 841}, {8, 14, 6, 196}, {8, 12, 6, 0}, {4, 65, 5, 0}};
   for (size_t i = 0; i < N_CASES(cases); i++) {
     conv_case s = {2, cases[i].c, cases[i].hw, cases[i].hw, cases[i].k, 1, 1, 0, 1};
     tg_scope *sc = tg_scope_begin();

@@ -186,10 +186,13 @@ static bool strided_as_matmul(tg_tensor *w, const conv_geom *g) {
  * takes 16 consecutive positions (two vectors) per row; over (H, W) it took two rows of 8 at a
  * stride of W, 1.5-2.3x slower at 28x28 and 56x56 (MobileNetV2 at batch 1, 2 threads:
  * 24->144 @56 0.29-0.49 -> 0.15-0.25 ms, 32->192 @28 0.14-0.16 -> 0.065-0.08; performance.md).
- * Below 784 positions (14x14: 196, 24.5 vectors) the flat rows fit fewer vectors per tile
- * (MobileNetV2's 14x14 layers 15-20% slower flat); above 4096 (112x112) the flat loop order,
- * every output channel's row written a tile at a time, was 1.3-1.7x slower (32->16, 16->96). */
-#define POINTWISE_MIN_POSITIONS 784
+ * At 14x14 (196 positions) the flat form measured 15-20% slower once (AVX2, 2026-11-25); with
+ * the present tiles and replays in chunks, MobileNetV2 at batch 32 ran 5-9% faster flat on
+ * AVX-512 (its 14x14 rows fill 14 of 16 lanes, 196 positions 13 whole vectors but one) and
+ * the same with 8 lanes (VECTOR_BYTES=32), so 14x14 is flat too (performance.md). Above 4096
+ * (112x112) the flat loop order, every output channel's row written a tile at a time, was
+ * 1.3-1.7x slower (32->16, 16->96). */
+#define POINTWISE_MIN_POSITIONS 196
 #define POINTWISE_MAX_POSITIONS 4096
 
 static bool pointwise_as_matmul(tg_tensor *w, const conv_geom *g, const tg_tensor *x) {
