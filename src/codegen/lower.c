@@ -678,8 +678,9 @@ static bool lane_strided(lower_ctx *c, uop *idx, int max_stride, uop **base, int
   uop *inner = NULL;
   bool inner_aligned = true;
   for (int i = 0; i < n; i++) {
-    if (t[i].coef >= 1 && t[i].coef <= max_stride && at < 0 && t[i].base == c->lane_range) { at = i, *stride = (int)t[i].coef; continue; }
-    if (t[i].coef >= 1 && t[i].coef <= max_stride && at < 0 && clamped_lane(c, t[i].base, &inner, &inner_aligned)) {
+    bool lane_step = t[i].coef >= 1 && t[i].coef <= max_stride && at < 0;
+    if (lane_step && t[i].base == c->lane_range) { at = i, *stride = (int)t[i].coef; continue; }
+    if (lane_step && clamped_lane(c, t[i].base, &inner, &inner_aligned)) {
       at = i, *clamped = true, *stride = (int)t[i].coef;
       continue;
     }

@@ -683,12 +683,11 @@ static double tile_bytes(const kshape *ks, const kaccess *acc, int na, int lane_
   return bytes;
 }
 
-/* Do the rows of output dim d (any dim: d < 0) share loads through an unrolled window
- * (window_copies; any_overlap: also windows that overlap by less than half)? */
+/* Do the rows of output dim d share loads through an unrolled window (window_copies;
+ * any_overlap: also windows that overlap by less than half)? */
 static bool windowed(const kshape *ks, const kaccess *acc, int na, int d, bool any_overlap) {
   for (int i = 0; i < na; i++)
-    for (int e = d < 0 ? 0 : d; e < (d < 0 ? ks->nout : d + 1); e++)
-      if (!acc[i].store && acc[i].coef[e] && window_copies(ks, &acc[i], e, 2, any_overlap) < 2) return true;
+    if (!acc[i].store && acc[i].coef[d] && window_copies(ks, &acc[i], d, 2, any_overlap) < 2) return true;
   return false;
 }
 
@@ -754,7 +753,8 @@ static bool cached_windows(const kshape *ks, const kaccess *acc, int na, const d
 
 static void register_tile(kshape *ks, const kaccess *acc, int na, int lane_dim, int width, const device_caps *caps) {
   int64_t budget = tile_budget(caps);
-  bool windows = cached_windows(ks, acc, na, caps), streamed = !windows && reduce_unrolled(ks) && windowed(ks, acc, na, -1, true);
+  bool windows = cached_windows(ks, acc, na, caps), streamed = false;
+  for (int d = 0; d < ks->nout && !windows && reduce_unrolled(ks); d++) streamed |= windowed(ks, acc, na, d, true);
   pad_tile_dims(ks, acc, na, lane_dim);
   tile_dim td[TILE_DIMS];
   int nt = tile_candidates(ks, acc, na, lane_dim, td, windows), total = 1;

@@ -147,18 +147,6 @@ static int cpu_compile(const char *src, const char *const *names, int n, void **
 
 /* ---------------------------------------------------------------- the device */
 
-static int cpu_launch(kernel_fn fn, void **args, int nargs, long long n) {
-  (void)nargs;
-  threadpool_run(fn, args, n, 0);
-  return 0;
-}
-
-static int cpu_launch_part(kernel_fn fn, void **args, int nargs, long long begin, long long end) {
-  (void)nargs;
-  threadpool_run_range(fn, args, begin, end, 0);
-  return 0;
-}
-
 static int cpu_open(void);
 
 device cpu_device = {
@@ -167,8 +155,8 @@ device cpu_device = {
     .render = render_c,
     .vectors = &c_vector_forms,
     .compile = cpu_compile,
-    .launch = cpu_launch,
-    .launch_part = cpu_launch_part,
+    .launch = host_launch,
+    .launch_part = host_launch_part,
     .describe = cpu_describe,
 };
 

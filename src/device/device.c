@@ -14,6 +14,7 @@
 
 #include "device/llvm.h"
 #include "runtime/helpers.h"
+#include "runtime/threadpool.h"
 
 /* Every device tg knows, in the order `DEV` names them. */
 static device *const devices[] = {&cpu_device, &llvm_device, &cl_device, &cuda_device};
@@ -190,6 +191,14 @@ static int64_t sysfs_cache_bytes(int level) {
     fclose(f);
     if (ok && n > 0 && n < (1LL << 40)) return (int64_t)n * (unit == 'K' ? 1024 : unit == 'M' ? 1 << 20 : 1);
   }
+  return 0;
+}
+
+int host_launch(kernel_fn fn, void **args, int nargs, long long n) { return host_launch_part(fn, args, nargs, 0, n); }
+
+int host_launch_part(kernel_fn fn, void **args, int nargs, long long begin, long long end) {
+  (void)nargs;
+  threadpool_run_range(fn, args, begin, end, 0);
   return 0;
 }
 

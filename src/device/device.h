@@ -72,6 +72,10 @@ void device_mem_free(const device *d, void *mem);
  * 256 MB here against 32 MB in sysfs), else 0. */
 int64_t host_cache_bytes(int level);
 
+/* The launches of the host devices (CPU, LLVM): the parallel axis over the thread pool. */
+int host_launch(kernel_fn fn, void **args, int nargs, long long n);
+int host_launch_part(kernel_fn fn, void **args, int nargs, long long begin, long long end);
+
 /* Whether a device computes on its own memory with work-items (OpenCL, CUDA) rather than on
  * host memory with loops over a parallel range (CPU, LLVM). */
 static inline bool device_is_gpu(const device *d) { return d->alloc != NULL; }

@@ -488,18 +488,6 @@ static void llvm_describe(char *buf, size_t n) {
            (unsigned long long)f, L.passes, L.codegen, threadpool_size(), llvm_device.caps.vector_bytes);
 }
 
-static int llvm_launch(kernel_fn fn, void **args, int nargs, long long n) {
-  (void)nargs;
-  threadpool_run(fn, args, n, 0);
-  return 0;
-}
-
-static int llvm_launch_part(kernel_fn fn, void **args, int nargs, long long begin, long long end) {
-  (void)nargs;
-  threadpool_run_range(fn, args, begin, end, 0);
-  return 0;
-}
-
 static char *llvm_render(const lin_program *progs, int n, const char *const *names) {
   return render_llvm_caps(progs, n, names, &llvm_device.caps);
 }
@@ -523,7 +511,7 @@ device llvm_device = {
     .render = llvm_render,
     .vectors = &llvm_vector_forms,
     .compile = llvm_compile,
-    .launch = llvm_launch,
-    .launch_part = llvm_launch_part,
+    .launch = host_launch,
+    .launch_part = host_launch_part,
     .describe = llvm_describe,
 };

@@ -83,12 +83,9 @@ void chunk_describe(program *p, uop *ast) {
 
 /* Run images [first, first + count) of it (multiples of its images per iteration). */
 static int chunk_run(const sched_item *it, program *p, int64_t first, int64_t count) {
-  int rc = buffer_alloc(it->bufs[0]);
   void *args[64];
-  if (rc) return rc;
-  if (it->nbufs > 64) return tg_set_error(TG_ERR_DEVICE, "kernel has %d buffers (max 64)", it->nbufs);
-  for (int i = 0; i < it->nbufs; i++) args[i] = buffer_data(it->bufs[i]);
-  return program_run_part(p, args, first / p->chunk_per, (first + count) / p->chunk_per, first == 0);
+  int rc = engine_item_args(it, args);
+  return rc ? rc : program_run_part(p, args, first / p->chunk_per, (first + count) / p->chunk_per, first == 0);
 }
 
 /* ---- chains */

@@ -18,6 +18,9 @@ int engine_run(schedule *s);
 typedef void (*engine_capture_fn)(void *ctx, const sched_item *it, program *p);
 void engine_set_capture(engine_capture_fn fn, void *ctx);
 int engine_run_item(const sched_item *it, program *p);
+/* A kernel item's arguments: its output's memory (allocated now) and every buffer's data;
+ * 0 or a negative status (more than 64 buffers). */
+int engine_item_args(const sched_item *it, void **args);
 
 /* Chunks (chunks.c, docs/architecture.md "Chunks"): where a chain of kernels starts at
  * items[0] (of n, with their programs), run it a chunk of images at a time, every kernel of

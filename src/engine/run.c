@@ -98,20 +98,28 @@ static int run_copy(const sched_item *it) {
   return 0;
 }
 
-static int run_kernel(const sched_item *it, program *p) {
+int engine_item_args(const sched_item *it, void **args) {
   int rc = buffer_alloc(it->bufs[0]); /* the output's memory, now that it is needed (an empty one too: its slack) */
-  if (rc || it->numel == 0) return rc;
-  if (!it->ast) return run_copy(it);
-  void *args[64];
+  if (rc) return rc;
   if (it->nbufs > 64) return tg_set_error(TG_ERR_DEVICE, "kernel has %d buffers (max 64)", it->nbufs);
+  for (int i = 0; i < it->nbufs; i++) args[i] = buffer_data(it->bufs[i]);
+  return 0;
+}
+
+static int run_kernel(const sched_item *it, program *p) {
+  void *args[64];
+  if (!it->ast || it->numel == 0) {
+    int rc = buffer_alloc(it->bufs[0]);
+    return rc || it->numel == 0 ? rc : run_copy(it);
+  }
   if (!p) {
     double t0 = tg_now(), compile0 = tg_thread_stats.compile_seconds;
     p = program_get(device_base(it->dev), it->ast);
     tg_thread_stats.lower_seconds += tg_now() - t0 - (tg_thread_stats.compile_seconds - compile0);
     if (!p) return TG_ERR_COMPILE;
   }
-  for (int i = 0; i < it->nbufs; i++) args[i] = buffer_data(it->bufs[i]);
-  return program_run(p, args);
+  int rc = engine_item_args(it, args);
+  return rc ? rc : program_run(p, args);
 }
 
 /* ---------------------------------------------------------------- the JIT's hooks */

@@ -327,40 +327,48 @@ static uop *apply_rules(uop *now, const device *dflt) {
   return now;
 }
 
-/* The nodes of g in order (sources first), rewritten; NULL when out of memory. */
-static uop *rewrite_in_order(uop **order, int n, uop *g, const device *dflt, ptrmap *origin) {
-  ptrmap done = {0}; /* old node → new node, where they differ */
+/* The nodes of walk (sources first), rebuilt (graph_rebuild); the new root or NULL. */
+static uop *rebuild_in_order(uop **walk, int n, uop *g, const rebuild_fns *f, ptrmap *origin) {
+  ptrmap done = {0}; /* old node -> new node, where they differ */
   uop *result = g;
   for (int i = 0; i < n && result; i++) {
-    uop *u = order[i], *now = u, **src = NULL;
-    for (int j = 0; j < u->nsrc; j++) {
-      uop *to = done.count ? ptrmap_get(&done, u->src[j]) : NULL;
-      if (!to) continue;
-      if (!src) { /* the first changed source: copy them all */
-        if (!(src = malloc(sizeof(uop *) * (size_t)u->nsrc))) return ptrmap_free(&done), NULL;
-        memcpy(src, u->src, sizeof(uop *) * (size_t)u->nsrc);
-      }
-      src[j] = to;
+    uop *u = walk[i], *now = u, **src = NULL;
+    for (int j = 0; j < u->nsrc && result; j++) {
+      uop *x = f->source ? f->source(f->ctx, u, u->src[j]) : u->src[j], *to = done.count ? ptrmap_get(&done, x) : NULL;
+      if (to) x = to;
+      if (x == u->src[j]) continue;
+      if (!src && (src = malloc(sizeof(uop *) * (size_t)u->nsrc))) memcpy(src, u->src, sizeof(uop *) * (size_t)u->nsrc);
+      if (src) src[j] = x; /* from the first changed source on, a copy */
+      else result = NULL;
     }
-    if (src) now = uop_replace_src(u, src, u->nsrc), free(src);
-    if (now && now->op == OP_REDUCE_AXIS) now = apply_rules(now, dflt);
-    if (!now) { result = NULL; break; }
+    if (src && result) now = uop_replace_src(u, src, u->nsrc);
+    free(src);
+    if (now && result && f->node) now = f->node(f->ctx, now);
+    if (!now || !result) { result = NULL; break; }
     if (now == u) continue;
+    uop *held = ptrmap_get(origin, u) ? ptrmap_get(origin, u) : u; /* the node a tensor handle holds */
     if (ptrmap_put(&done, u, now) < 0) result = NULL;
-    else if (atomic_load_explicit(&u->handles, memory_order_relaxed) && ptrmap_put(origin, now, u) < 0) result = NULL;
+    else if (atomic_load_explicit(&held->handles, memory_order_relaxed) && ptrmap_put(origin, now, held) < 0) result = NULL;
     if (u == g) result = now;
   }
   ptrmap_free(&done);
   return result;
 }
 
-int layout_rewrite(uop **g, const device *dflt, ptrmap *origin, uop ***order) {
-  int n = uop_toposort(*g, order);
-  if (n < 0 || layout_probing()) return n; /* a probe has its layout already */
-  uop *now = rewrite_in_order(*order, n, *g, dflt, origin);
+int graph_rebuild(uop **g, uop ***order, int n, uop **walk, const rebuild_fns *f, ptrmap *origin) {
+  uop *now = rebuild_in_order(walk ? walk : *order, n, *g, f, origin);
   if (now == *g) return n;
   free(*order), *order = NULL;
   if (!now) return -1;
   *g = now;
   return uop_toposort(now, order);
+}
+
+static uop *layout_node(void *ctx, uop *u) { return u->op == OP_REDUCE_AXIS ? apply_rules(u, ctx) : u; }
+
+int layout_rewrite(uop **g, const device *dflt, ptrmap *origin, uop ***order) {
+  int n = uop_toposort(*g, order);
+  if (n < 0 || layout_probing()) return n; /* a probe has its layout already */
+  rebuild_fns f = {NULL, layout_node, (void *)dflt};
+  return graph_rebuild(g, order, n, NULL, &f, origin);
 }

@@ -21,6 +21,19 @@ typedef struct layout_rule {
 int split_reduce_choices(const device_caps *caps, uop *reduce, int64_t *out);
 uop *split_reduce_apply(const device_caps *caps, uop *reduce, int64_t choice);
 
+/* graph_rebuild: the nodes of walk (default: *order; sources first) rebuilt, each source x
+ * read as what source(ctx, user, x) names (NULL: x) as rebuilt so far, then each rebuilt node
+ * passed through node(ctx, u) (NULL: kept); where a node a tensor handle holds (through
+ * origin) became another, origin records it. *g and *order (its toposort) become the new
+ * graph's; the new count, or -1 when out of memory. The layout rewrites (layout.c) and the
+ * stored values (schedule.c share_stored) rebuild through it. */
+typedef struct rebuild_fns {
+  uop *(*source)(void *ctx, uop *user, uop *x);
+  uop *(*node)(void *ctx, uop *u);
+  void *ctx;
+} rebuild_fns;
+int graph_rebuild(uop **g, uop ***order, int n, uop **walk, const rebuild_fns *f, ptrmap *origin);
+
 /* Whether this thread is scheduling a probe (its layout is chosen already). */
 bool layout_probing(void);
 /* Whether reductions on dev get their layout choices timed (BEAM > 0 on a host device, no

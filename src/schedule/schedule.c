@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "schedule/schedule.h"
+#include "schedule/layout.h"
 
 #include "codegen/codegen.h"
 #include "device/device.h"
@@ -356,49 +357,26 @@ static uop **stored_first(uop **order, int n, const ptrmap *stored) {
   return moved;
 }
 
-/* The graph with the other uses of each stored u reading CONTIGUOUS(u); NULL when out of memory. */
-static uop *read_stored(uop **order, int n, uop *g, const ptrmap *stored, ptrmap *origin) {
-  ptrmap done = {0}; /* old node -> new node, where they differ */
-  uop **moved = stored_first(order, n, stored), *result = moved ? g : NULL;
-  for (int i = 0; i < n && result; i++) {
-    uop *u = moved[i], *now = u, **src = NULL;
-    for (int j = 0; j < u->nsrc && result; j++) {
-      uop *x = u->src[j], *c = ptrmap_get(stored, x), *to;
-      if (c && c != u) x = c;
-      if ((to = ptrmap_get(&done, x))) x = to;
-      if (x == u->src[j]) continue;
-      if (!src && (src = malloc(sizeof(uop *) * (size_t)u->nsrc))) memcpy(src, u->src, sizeof(uop *) * (size_t)u->nsrc);
-      if (src) src[j] = x;
-      else result = NULL;
-    }
-    if (src && !(now = uop_replace_src(u, src, u->nsrc))) result = NULL;
-    free(src);
-    if (now == u || !result) continue;
-    uop *held = ptrmap_get(origin, u) ? ptrmap_get(origin, u) : u; /* the node a tensor handle holds */
-    if (ptrmap_put(&done, u, now) < 0) result = NULL;
-    else if (atomic_load_explicit(&held->handles, memory_order_relaxed) && ptrmap_put(origin, now, held) < 0) result = NULL;
-    if (u == g) result = now;
-  }
-  free(moved);
-  ptrmap_free(&done);
-  return result;
+/* A user other than CONTIGUOUS(x) itself reads x's stored value. */
+static uop *stored_source(void *stored, uop *user, uop *x) {
+  uop *c = ptrmap_get(stored, x);
+  return c && c != user ? c : x;
 }
 
-/* Rewrite *g so, with *order its nodes again; the new count, or -1 when out of memory. */
+/* Rewrite *g so that the other uses of each stored u read CONTIGUOUS(u), with *order its
+ * nodes again; the new count, or -1 when out of memory. */
 static int share_stored(uop **g, ptrmap *origin, uop ***order, int n) {
   ptrmap stored = {0}; /* u -> CONTIGUOUS(u) */
   for (int i = 0; i < n; i++)
     if (stores_computed((*order)[i]) && !ptrmap_has(&stored, (*order)[i]->src[0]) &&
         ptrmap_put(&stored, (*order)[i]->src[0], (*order)[i]) < 0)
       return ptrmap_free(&stored), -1;
-  if (!stored.count) return n;
-  uop *now = read_stored(*order, n, *g, &stored, origin);
+  uop **walk = stored.count ? stored_first(*order, n, &stored) : NULL;
+  rebuild_fns f = {stored_source, NULL, &stored};
+  int rc = !stored.count ? n : walk ? graph_rebuild(g, order, n, walk, &f, origin) : -1;
+  free(walk);
   ptrmap_free(&stored);
-  if (now == *g) return n;
-  free(*order), *order = NULL;
-  if (!now) return -1;
-  *g = now;
-  return uop_toposort(now, order);
+  return rc;
 }
 
 /* ---- kernel ASTs */

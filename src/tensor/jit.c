@@ -360,8 +360,9 @@ static uop *buffer_now(const recording *r, const jbuf *b, tg_tensor *const *in) 
   }
 }
 
-/* The items from i on, folded ones skipped, as the engine runs them (up to CHUNK_CHAIN_MAX):
- * their count; at[k] is item k's index in r. */
+/* The items from i on, folded ones skipped, as the engine runs them: up to CHUNK_CHAIN_MAX
+ * where the first can run a chunk of images (engine/chunks.c), else that one; their count;
+ * at[k] is item k's index in r. */
 typedef struct item_window {
   uop *bufs[CHUNK_CHAIN_MAX][64];
   sched_item it[CHUNK_CHAIN_MAX];
@@ -378,6 +379,7 @@ static int next_items(const recording *r, uop **now, size_t i, item_window *w) {
     for (int s = 0; s < j->nbufs && s < 64; s++) w->bufs[n][s] = now[j->bufs[s]];
     w->it[n] = (sched_item){j->dev, j->ast, w->bufs[n], j->nbufs, j->numel, NULL, 0};
     w->items[n] = &w->it[n], w->progs[n] = j->prog, w->at[n++] = i;
+    if (n == 1 && (!j->prog || !j->prog->chunk_per)) break;
   }
   return n;
 }
@@ -390,7 +392,7 @@ static int run_items(const recording *r, uop **now) {
   for (size_t i = 0; i < r->items.n && rc == 0;) {
     int n = next_items(r, now, i, w);
     if (!n) break;
-    int len = chunk_run_chain(w->items, w->progs, n);
+    int len = n >= 2 ? chunk_run_chain(w->items, w->progs, n) : 0;
     if (len == 0) len = 1, rc = engine_run_item(w->items[0], w->progs[0]);
     else if (len < 0) rc = len, len = 1;
     for (int k = 0; k < len; k++)
