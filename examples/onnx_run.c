@@ -7,8 +7,8 @@
  * (default 1). Prints each output's shape and first values; --bench N runs N more times
  * (after the first run, which compiles, a second and a third: tg_onnx_run replays the recorded
  * kernels from its third call, docs/onnx.md "Replays", and the first replay first-touches its
- * memory) and prints the latency; --jit runs them through
- * a tg_jit of its own (two recording calls, then replays);
+ * memory) and prints the latency, failing if the last run's outputs are not the first run's
+ * bits; --jit runs them through a tg_jit of its own (two recording calls, then replays);
  * --out DIR writes each output's raw bytes to DIR/output_K.bin (for comparing with another
  * runtime). */
 #include <stdio.h>
@@ -63,16 +63,37 @@ static void print_output(const char *name, tg_tensor *t) {
   free(v);
 }
 
+/* t's bytes in a new host block (NULL on failure); *bytes: its size. */
+static void *host_copy(tg_tensor *t, size_t *bytes) {
+  *bytes = (size_t)tg_numel(t) * tg_dtype_size(tg_get_dtype(t));
+  void *buf = malloc(*bytes ? *bytes : 1);
+  if (buf && tg_to_host(t, buf, *bytes) != 0) free(buf), buf = NULL;
+  return buf;
+}
+
 static int write_output(const char *dir, int i, tg_tensor *t) {
   char path[4096];
   snprintf(path, sizeof path, "%s/output_%d.bin", dir, i);
-  size_t bytes = (size_t)tg_numel(t) * tg_dtype_size(tg_get_dtype(t));
-  void *buf = malloc(bytes ? bytes : 1);
+  size_t bytes;
+  void *buf = host_copy(t, &bytes);
   FILE *f = fopen(path, "wb");
-  int rc = buf && f && tg_to_host(t, buf, bytes) == 0 && fwrite(buf, 1, bytes, f) == bytes ? 0 : -1;
+  int rc = buf && f && fwrite(buf, 1, bytes, f) == bytes ? 0 : -1;
   if (f) fclose(f);
   free(buf);
   return rc;
+}
+
+/* Whether the outputs hold the bits of first[] (the first run's): a replay, chunked or not,
+ * computes every value as the first run did. */
+static bool same_bits(tg_tensor **out, void **first, int no) {
+  bool same = true;
+  for (int i = 0; i < no && same; i++) {
+    size_t bytes;
+    void *now = host_copy(out[i], &bytes);
+    same = now && first[i] && !memcmp(now, first[i], bytes);
+    free(now);
+  }
+  return same;
 }
 
 int main(int argc, char **argv) {
@@ -109,7 +130,9 @@ int main(int argc, char **argv) {
     if (write_output(outdir, i, out[i])) return fprintf(stderr, "writing output %d failed\n", i), 1;
   if (bench > 0) {
     double best = 1e30, total = 0;
-    for (int i = 0; i < no; i++) tg_free(out[i]); /* printed: a held output is no run's */
+    void *first[MAX_IO];
+    size_t bytes;
+    for (int i = 0; i < no; i++) first[i] = host_copy(out[i], &bytes), tg_free(out[i]); /* a held output is no run's */
     tg_jit *j = jit ? tg_jit_new(run_model, m) : NULL;
     /* Untimed: the recordings (tg_onnx_run's own: the first run and the next), then the first
      * replay, whose working set is new memory (ResNet-18 at batch 32: ~190 MB, 0.4 s of page
@@ -130,8 +153,11 @@ int main(int argc, char **argv) {
         return fprintf(stderr, "%s\n", tg_last_error()), 1;
       t = now() - t;
       total += t, best = t < best ? t : best;
+      bool same = r < bench - 1 || same_bits(o, first, no);
       tg_scope_end(s);
+      if (!same) return fprintf(stderr, "the last run's outputs differ from the first run's\n"), 1;
     }
+    for (int i = 0; i < no; i++) free(first[i]);
     if (j && !tg_jit_replaying(j)) return fprintf(stderr, "the jit did not replay\n"), 1;
     tg_jit_free(j);
     tg_stats st = tg_get_stats();

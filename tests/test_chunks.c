@@ -1,7 +1,8 @@
 /* test_chunks.c — a JIT replay runs chains of kernels a chunk of images at a time
  * (src/engine/chunks.c, docs/architecture.md "Chunks"): the same bits as plain calls; a
  * kernel that reads a chained buffer across images (the batch flipped, a mean over the batch)
- * is not chained to it; CHUNKS=0 turns chunks off. */
+ * is not chained to it; buffers read only inside a chain live in scratch blocks of one chunk;
+ * CHUNKS=0 turns chunks off. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,8 +48,8 @@ static tg_tensor *seeded(const int64_t *shape, int nd, float scale) {
 static bool chunks_possible(void) { return device_default()->launch_part && threadpool_size() >= 2; }
 
 /* Five calls through the JIT against plain calls: equal bits; *parts: the kernel parts the
- * last replay ran. */
-static void compare(block_ctx *b, uint64_t *parts) {
+ * last replay ran, *peak: the most bytes in buffers during it. */
+static void compare_peak(block_ctx *b, uint64_t *parts, uint64_t *peak) {
   tg_jit *jit = tg_jit_new(block, b);
   CHECK(jit != NULL);
   size_t n = (size_t)N * (b->mode ? E : C) * H * H;
@@ -59,7 +60,7 @@ static void compare(block_ctx *b, uint64_t *parts) {
     tg_tensor *x = seeded((int64_t[]){N, C, H, H}, 4, 1), *oj, *op;
     tg_reset_stats();
     CHECK(tg_jit_call(jit, &x, 1, &oj, 1) == 0);
-    *parts = tg_get_stats().kernel_parts;
+    *parts = tg_get_stats().kernel_parts, *peak = tg_get_stats().bytes_peak;
     CHECK(block(b, &x, 1, &op, 1) == 0);
     CHECK(tg_to_host(oj, yj, n * 4) == 0 && tg_to_host(op, yp, n * 4) == 0);
     CHECK(!memcmp(yj, yp, n * 4));
@@ -68,6 +69,11 @@ static void compare(block_ctx *b, uint64_t *parts) {
   CHECK(tg_jit_replaying(jit));
   free(yj), free(yp);
   tg_jit_free(jit);
+}
+
+static void compare(block_ctx *b, uint64_t *parts) {
+  uint64_t peak;
+  compare_peak(b, parts, &peak);
 }
 
 static block_ctx weights(int mode) {
@@ -96,6 +102,26 @@ TEST(chunks_reads_across_images_wait_for_the_chain) {
     uint64_t parts = 0;
     compare(&b, &parts);
   }
+  tg_scope_end(s);
+}
+
+/* The block's expanded and depthwise outputs (N x E x H x H floats each) are read only inside
+ * the chain: they live in scratch blocks of one chunk of images, not in buffers of the batch. */
+TEST(chunks_inner_buffers_live_in_scratch_blocks) {
+  if (!chunks_possible()) {
+    printf("  skip: %s\n", device_default()->launch_part ? "one thread" : "the device runs kernels whole");
+    return;
+  }
+  tg_scope *s = tg_scope_begin();
+  block_ctx b = weights(0);
+  uint64_t parts, peak, peak_whole;
+  compare_peak(&b, &parts, &peak);
+  setenv("CHUNK_SCRATCH", "0", 1);
+  compare_peak(&b, &parts, &peak_whole);
+  unsetenv("CHUNK_SCRATCH");
+  uint64_t inner = (uint64_t)N * E * H * H * 4;
+  CHECK(parts > 0);
+  CHECK(peak + inner <= peak_whole); /* two of them, each at most half a batch as scratch */
   tg_scope_end(s);
 }
 

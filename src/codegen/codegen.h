@@ -312,6 +312,7 @@ typedef struct program {
    * reads other than image by image */
   int64_t chunk_per, chunk_batch;
   uint64_t chunk_unaligned;
+  struct program *_Atomic cached_stores; /* program_cached_stores' variant, built once */
 } program;
 
 /* The compiled program of a kernel AST for a device (cached by device + AST, and by source);
@@ -328,6 +329,10 @@ program *program_build(const device *dev, uop *ast, const kshape *ks);
  * devices; streaming stores past the last-level cache on host devices); 0 or negative. */
 int program_shape_init(const device *dev, uop *ast, kshape *ks);
 void program_free(program *p);
+/* p built again with stores that go through the cache where p streams them past it (its
+ * output then lives in a chunk's scratch block that the next kernel reads: engine/chunks.c);
+ * built once and kept with p, p itself where nothing streams; NULL on error. */
+program *program_cached_stores(program *p, uop *ast);
 int program_run(program *p, void **args);
 /* Run iterations [begin, end) of p's parallel axis only (one stage, host devices: a chunk of
  * images, engine/chunks.c); counted: it counts as a kernel run in the stats. */

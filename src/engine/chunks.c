@@ -81,13 +81,6 @@ void chunk_describe(program *p, uop *ast) {
   p->chunk_batch = n, p->chunk_per = ok ? n / iters : 0;
 }
 
-/* Run images [first, first + count) of it (multiples of its images per iteration). */
-static int chunk_run(const sched_item *it, program *p, int64_t first, int64_t count) {
-  void *args[64];
-  int rc = engine_item_args(it, args);
-  return rc ? rc : program_run_part(p, args, first / p->chunk_per, (first + count) / p->chunk_per, first == 0);
-}
-
 /* ---- chains */
 
 static int64_t gcd64(int64_t a, int64_t b) { return b ? gcd64(b, a % b) : a; }
@@ -127,7 +120,6 @@ static int64_t chunk_size(const sched_item *const *items, const int64_t *per, in
 }
 
 /* How many of items[0..n) run as one chain (0: none), and the images per chunk. */
-/* How many of items[0..n) run as one chain (0: none), and the images per chunk. */
 static int chunk_chain(const sched_item *const *items, program *const *progs, int n, int64_t *chunk) {
   int64_t per[CHUNK_CHAIN_MAX];
   int len = 0;
@@ -144,10 +136,70 @@ static int chunk_chain(const sched_item *const *items, program *const *progs, in
   return *chunk ? len : 0;
 }
 
-int chunk_run_chain(const sched_item *const *items, program *const *progs, int n) {
+/* ---- running a chain */
+
+/* A chain's outputs that no kernel after it reads live in scratch blocks of one chunk's images,
+ * which every chunk reuses: its lines stay in the cache from one kernel to the next instead of
+ * going to memory and coming back (and being fetched before they are written). */
+typedef struct chain {
+  const sched_item *const *items;
+  program *progs[CHUNK_CHAIN_MAX]; /* a scratch block's writer: its stores through the cache */
+  int len;
+  uop *scratch[CHUNK_CHAIN_MAX]; /* item k's output block, or NULL where it lives on */
+  int64_t image_bytes[CHUNK_CHAIN_MAX];
+} chain;
+
+static int scratch_of(const chain *c, const uop *buf) {
+  for (int k = 0; k < c->len; k++)
+    if (c->scratch[k] && c->items[k]->bufs[0] == buf) return k;
+  return -1;
+}
+
+/* Kernel k's arguments for images [first, ...): a scratch block's address moved back by the
+ * chunk's first image, so that the kernel's own indexing lands in it. */
+static int chunk_args(const chain *c, int k, int64_t first, void **args) {
+  const sched_item *it = c->items[k];
+  for (int s = 0; s < it->nbufs; s++) {
+    int m = scratch_of(c, it->bufs[s]);
+    int rc = m < 0 && s == 0 ? buffer_alloc(it->bufs[0]) : 0;
+    if (rc) return rc;
+    args[s] = m < 0 ? buffer_data(it->bufs[s])
+                    : (void *)((uintptr_t)buffer_data(c->scratch[m]) - (uintptr_t)(first * c->image_bytes[m]));
+  }
+  return 0;
+}
+
+/* Scratch blocks for the outputs read for the last time inside the chain (last_read < len). */
+static int make_scratch(chain *c, const int *last_read, int64_t chunk) {
+  for (int k = 0; k < c->len; k++) {
+    const sched_item *it = c->items[k];
+    tg_dtype dt = (tg_dtype)it->bufs[0]->dtype;
+    int64_t image = it->numel / c->progs[0]->chunk_batch, numel = chunk * image;
+    c->image_bytes[k] = image * (int64_t)tg_dtype_size(dt);
+    c->scratch[k] = last_read[k] < c->len && tg_getenv_int("CHUNK_SCRATCH", 1) ? buffer_new_lazy(dt, &numel, 1) : NULL;
+    int rc = c->scratch[k] ? buffer_alloc(c->scratch[k]) : 0;
+    if (rc) return rc;
+    if (c->scratch[k] && !(c->progs[k] = program_cached_stores(c->progs[k], it->ast))) return TG_ERR_COMPILE;
+  }
+  return 0;
+}
+
+int chunk_run_chain(const sched_item *const *items, program *const *progs, const int *last_read, int n) {
   int64_t chunk;
-  int len = chunk_chain(items, progs, n, &chunk), rc = 0;
-  for (int64_t first = 0; len >= 2 && first < progs[0]->chunk_batch && rc == 0; first += chunk)
-    for (int k = 0; k < len && rc == 0; k++) rc = chunk_run(items[k], progs[k], first, chunk);
-  return rc < 0 ? rc : len;
+  chain c = {items, {0}, chunk_chain(items, progs, n, &chunk), {0}, {0}};
+  if (c.len < 2) return 0;
+  memcpy(c.progs, progs, sizeof(program *) * (size_t)c.len);
+  size_t mark = uop_pool_mark();
+  int rc = make_scratch(&c, last_read, chunk);
+  void *args[64];
+  for (int64_t first = 0; first < progs[0]->chunk_batch && rc == 0; first += chunk)
+    for (int k = 0; k < c.len && rc == 0; k++) {
+      program *p = c.progs[k];
+      rc = chunk_args(&c, k, first, args);
+      if (rc == 0) rc = program_run_part(p, args, first / p->chunk_per, (first + chunk) / p->chunk_per, first == 0);
+    }
+  for (int k = 0; k < c.len; k++)
+    if (c.scratch[k]) buffer_drop(c.scratch[k]);
+  uop_pool_release(mark);
+  return rc < 0 ? rc : c.len;
 }

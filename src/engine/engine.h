@@ -25,12 +25,14 @@ int engine_item_args(const sched_item *it, void **args);
 /* Chunks (chunks.c, docs/architecture.md "Chunks"): where a chain of kernels starts at
  * items[0] (of n, with their programs), run it a chunk of images at a time, every kernel of
  * it per chunk: the number of items it ran (2 or more; their releases are the caller's, after
- * it), 0 when none starts there (CHUNKS=0: never), or a negative status. At most
+ * it), 0 when none starts there (CHUNKS=0: never), or a negative status. last_read[k]: the
+ * item that reads item k's output for the last time (n or more: one after them); an output
+ * read for the last time inside the chain lives in a scratch block of one chunk instead. At most
  * CHUNK_CHAIN_MAX items a chain: their buffers all live until its last chunk (MobileNetV2 at
  * batch 32: chains of 4 kept 15% more memory resident than none, with no limit 57%; chains of
  * 2, 4 and unlimited ran 5%, 8% and 8% faster, performance.md). */
 enum { CHUNK_CHAIN_MAX = 4 };
-int chunk_run_chain(const sched_item *const *items, program *const *progs, int n);
+int chunk_run_chain(const sched_item *const *items, program *const *progs, const int *last_read, int n);
 /* Fill p's chunk_ fields from its AST (program_build, once: a replay only compares them). */
 void chunk_describe(program *p, uop *ast);
 #endif

@@ -4,6 +4,7 @@
  * with its compiler; cache programs in memory by device + serialized AST (no lowering at all
  * on a repeat) and by source (different ASTs that render alike share one compile). */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -150,8 +151,28 @@ fail:
   return NULL;
 }
 
+program *program_cached_stores(program *p, uop *ast) {
+  program *v = atomic_load(&p->cached_stores);
+  if (v) return v;
+  if (p->ks.stream_bytes == 0) v = p;
+  else {
+    kshape ks = p->ks;
+    ks.stream_bytes = 0;
+    if (!(v = program_build(p->dev, ast, &ks))) return NULL;
+    if (!strcmp(v->src, p->src)) program_free(v), v = p; /* nothing streamed */
+  }
+  program *none = NULL;
+  if (!atomic_compare_exchange_strong(&p->cached_stores, &none, v)) { /* another thread's came first */
+    if (v != p) program_free(v);
+    v = none;
+  }
+  return v;
+}
+
 void program_free(program *p) {
   if (!p) return;
+  program *v = atomic_load(&p->cached_stores);
+  if (v && v != p) program_free(v);
   uint64_t key = hash_bytes(p->src, strlen(p->src), 7) | 1;
   pthread_mutex_lock(&cache_lock);
   if (ptrmap_get(&by_source, (void *)(uintptr_t)key) == p) ptrmap_put(&by_source, (void *)(uintptr_t)key, NULL);

@@ -369,7 +369,21 @@ typedef struct item_window {
   const sched_item *items[CHUNK_CHAIN_MAX];
   program *progs[CHUNK_CHAIN_MAX];
   size_t at[CHUNK_CHAIN_MAX];
+  int last_read[CHUNK_CHAIN_MAX]; /* the window item that releases item k's output, or CHUNK_CHAIN_MAX */
 } item_window;
+
+/* Fill w->last_read: where each window item's output is released (read for the last time). */
+static void find_last_reads(const recording *r, item_window *w, int n) {
+  for (int k = 0; k < n; k++) {
+    int out = r->items.v[w->at[k]].bufs[0];
+    w->last_read[k] = CHUNK_CHAIN_MAX;
+    for (int m = k; m < n && w->last_read[k] == CHUNK_CHAIN_MAX; m++) {
+      const jitem *j = &r->items.v[w->at[m]];
+      for (int q = 0; q < j->nrelease; q++)
+        if (j->release[q] == out) w->last_read[k] = m;
+    }
+  }
+}
 
 static int next_items(const recording *r, uop **now, size_t i, item_window *w) {
   int n = 0;
@@ -392,7 +406,8 @@ static int run_items(const recording *r, uop **now) {
   for (size_t i = 0; i < r->items.n && rc == 0;) {
     int n = next_items(r, now, i, w);
     if (!n) break;
-    int len = n >= 2 ? chunk_run_chain(w->items, w->progs, n) : 0;
+    find_last_reads(r, w, n);
+    int len = n >= 2 ? chunk_run_chain(w->items, w->progs, w->last_read, n) : 0;
     if (len == 0) len = 1, rc = engine_run_item(w->items[0], w->progs[0]);
     else if (len < 0) rc = len, len = 1;
     for (int k = 0; k < len; k++)
