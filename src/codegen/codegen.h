@@ -334,9 +334,9 @@ void program_free(program *p);
  * built once and kept with p, p itself where nothing streams; NULL on error. */
 program *program_cached_stores(program *p, uop *ast);
 int program_run(program *p, void **args);
-/* Run iterations [begin, end) of p's parallel axis only (one stage, host devices: a chunk of
- * images, engine/chunks.c); counted: it counts as a kernel run in the stats. */
-int program_run_part(program *p, void **args, long long begin, long long end, bool counted);
+/* Count a run of p that took `seconds` from t0 in `parts` calls over groups of its images
+ * (engine/chunks.c runs them). */
+void program_count_run(program *p, double t0, double seconds, uint64_t parts);
 /* Run without stats or DEBUG output (for timing candidates); 0 or negative status. */
 int program_exec(program *p, void **args);
 

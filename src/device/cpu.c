@@ -156,7 +156,6 @@ device cpu_device = {
     .vectors = &c_vector_forms,
     .compile = cpu_compile,
     .launch = host_launch,
-    .launch_part = host_launch_part,
     .describe = cpu_describe,
 };
 

@@ -194,11 +194,9 @@ static int64_t sysfs_cache_bytes(int level) {
   return 0;
 }
 
-int host_launch(kernel_fn fn, void **args, int nargs, long long n) { return host_launch_part(fn, args, nargs, 0, n); }
-
-int host_launch_part(kernel_fn fn, void **args, int nargs, long long begin, long long end) {
+int host_launch(kernel_fn fn, void **args, int nargs, long long n) {
   (void)nargs;
-  threadpool_run_range(fn, args, begin, end, 0);
+  threadpool_run(fn, args, n, 0);
   return 0;
 }
 

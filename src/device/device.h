@@ -30,13 +30,11 @@ struct device {
    * function's address; GPU devices: their kernel object), cached on disk by the device,
    * keyed by source + compiler + flags. */
   int (*compile)(const char *src, const char *const *names, int n, void **fns);
-  /* Run fn and wait for it. Host devices: over iterations [0, n) of the parallel axis, args
-   * being host addresses. GPU devices: n work-items, args being nargs memory handles (alloc's),
-   * passed after n. 0 or a negative status with the error set. */
+  /* Run fn and wait for it. Host devices: over iterations [0, n) of the parallel axis on the
+   * thread pool, args being host addresses (any host function of that form: engine/chunks.c
+   * runs a chain of kernels group by group through it). GPU devices: n work-items, args being
+   * nargs memory handles (alloc's), passed after n. 0 or a negative status with the error set. */
   int (*launch)(kernel_fn fn, void **args, int nargs, long long n);
-  /* Host devices: the same over iterations [begin, end) only (a chunk of images: engine/
-   * chunks.c). NULL where a kernel runs whole. */
-  int (*launch_part)(kernel_fn fn, void **args, int nargs, long long begin, long long end);
   /* GPU devices: the same in work-groups of exactly `local` work-items (n a multiple of it; a
    * kernel with LOCAL or work-group GROUP axes relies on that size: its local arrays and
    * barriers). Refused with an error, never run, when the kernel or device allows fewer.
@@ -72,9 +70,8 @@ void device_mem_free(const device *d, void *mem);
  * 256 MB here against 32 MB in sysfs), else 0. */
 int64_t host_cache_bytes(int level);
 
-/* The launches of the host devices (CPU, LLVM): the parallel axis over the thread pool. */
+/* The launch of the host devices (CPU, LLVM): the parallel axis over the thread pool. */
 int host_launch(kernel_fn fn, void **args, int nargs, long long n);
-int host_launch_part(kernel_fn fn, void **args, int nargs, long long begin, long long end);
 
 /* Whether a device computes on its own memory with work-items (OpenCL, CUDA) rather than on
  * host memory with loops over a parallel range (CPU, LLVM). */

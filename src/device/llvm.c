@@ -512,6 +512,5 @@ device llvm_device = {
     .vectors = &llvm_vector_forms,
     .compile = llvm_compile,
     .launch = host_launch,
-    .launch_part = host_launch_part,
     .describe = llvm_describe,
 };

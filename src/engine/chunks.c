@@ -7,6 +7,7 @@
  * buffer a kernel of it writes is read by the later ones image by image (the view chain from
  * the buffer to the kernel keeps dim 0 as it is), written once and not read before, and the
  * devices launch parts of a parallel axis (host devices). docs/architecture.md, "Chunks". */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -72,7 +73,7 @@ void chunk_describe(program *p, uop *ast) {
   const kshape *ks = &p->ks;
   const uop *out = ast->nsrc ? ast->src[0] : ast; /* the value the SINK stores */
   p->chunk_per = 0;
-  if (!p->dev->launch_part || p->nstages != 1 || p->scratch_bytes || p->stage[0].local) return;
+  if (device_is_gpu(p->dev) || p->nstages != 1 || p->scratch_bytes) return;
   if (ks->nax < 1 || ks->ax[0].kind != AX_THREAD || ks->ax[0].dim != 0 || uop_ndim(out) < 1) return;
   int64_t n = uop_shape(out)[0], iters = ks->ax[0].size;
   if (n < 2 || iters < 1 || ks->size[0] != n || n % iters || p->stage[0].parallel != iters) return;
@@ -101,26 +102,16 @@ static bool joins_chain(const sched_item *const *items, int k, uint64_t unaligne
   return true;
 }
 
-/* Images per chunk: a multiple of every kernel's images per iteration, times the threads so
- * that each gets a part, doubled while a chunk of the chain's outputs stays within a quarter
- * of the last-level cache (they pass through it) and the batch divides. MobileNetV2 at batch
- * 32: 2 images at 112x112 (a chain's outputs there are 8 MB an image), 4 at 28x28, 16 at
- * 14x14; a quarter measured as fast as a half and an eighth, and as a fixed 4 images. */
-static int64_t chunk_size(const sched_item *const *items, const int64_t *per, int n, int64_t batch) {
-  int64_t c = 1, bytes = 0;
-  for (int k = 0; k < n; k++) {
-    c = c / gcd64(c, per[k]) * per[k];
-    bytes += items[k]->numel * (int64_t)tg_dtype_size((tg_dtype)items[k]->bufs[0]->dtype) / batch;
-  }
-  c *= threadpool_size();
-  const device_caps *caps = &items[0]->dev->caps;
-  int64_t cache = caps->llc_bytes ? caps->llc_bytes : caps->l2_bytes;
-  while (batch % (2 * c) == 0 && 2 * c < batch && 2 * c * bytes <= cache / 4) c *= 2;
-  return batch % c == 0 && c < batch ? c : 0;
+/* The fewest images every kernel of items[0..n) computes whole: a multiple of each one's
+ * images per parallel iteration. */
+static int64_t group_images(const int64_t *per, int n) {
+  int64_t g = 1;
+  for (int k = 0; k < n; k++) g = g / gcd64(g, per[k]) * per[k];
+  return g;
 }
 
-/* How many of items[0..n) run as one chain (0: none), and the images per chunk. */
-static int chunk_chain(const sched_item *const *items, program *const *progs, int n, int64_t *chunk) {
+/* How many of items[0..n) run as one chain (0: none), and the images per group. */
+static int chunk_chain(const sched_item *const *items, program *const *progs, int n, int64_t *group) {
   int64_t per[CHUNK_CHAIN_MAX];
   int len = 0;
   if (!tg_getenv_int("CHUNKS", 1)) return 0;
@@ -132,21 +123,27 @@ static int chunk_chain(const sched_item *const *items, program *const *progs, in
         !joins_chain(items, len, p->chunk_unaligned))
       break;
   }
-  *chunk = len >= 2 ? chunk_size(items, per, len, progs[0]->chunk_batch) : 0;
-  return *chunk ? len : 0;
+  *group = len >= 2 ? group_images(per, len) : 0;
+  return *group && progs[0]->chunk_batch % *group == 0 && progs[0]->chunk_batch / *group >= 2 ? len : 0;
 }
 
 /* ---- running a chain */
 
-/* A chain's outputs that no kernel after it reads live in scratch blocks of one chunk's images,
- * which every chunk reuses: its lines stay in the cache from one kernel to the next instead of
- * going to memory and coming back (and being fetched before they are written). */
+/* A chain runs group by group (a group: the fewest images every kernel of it computes whole).
+ * The thread pool hands groups to threads, and a thread runs every kernel of the chain on its
+ * group before it takes the next one: no thread waits for another between kernels, and a
+ * group's data stays in the caches of the core that made it. The chain's outputs that no
+ * kernel after it reads live in scratch blocks of one group per thread, which each thread
+ * reuses group after group: their lines stay in its cache from one kernel to the next instead
+ * of going to memory and coming back (and being fetched before they are written). */
 typedef struct chain {
   const sched_item *const *items;
   program *progs[CHUNK_CHAIN_MAX]; /* a scratch block's writer: its stores through the cache */
   int len;
-  uop *scratch[CHUNK_CHAIN_MAX]; /* item k's output block, or NULL where it lives on */
+  int64_t group;
+  uop *scratch[CHUNK_CHAIN_MAX]; /* item k's output blocks, or NULL where it lives on */
   int64_t image_bytes[CHUNK_CHAIN_MAX];
+  _Atomic uint64_t ns[CHUNK_CHAIN_MAX]; /* each kernel's time, all threads */
 } chain;
 
 static int scratch_of(const chain *c, const uop *buf) {
@@ -155,49 +152,67 @@ static int scratch_of(const chain *c, const uop *buf) {
   return -1;
 }
 
-/* Kernel k's arguments for images [first, ...): a scratch block's address moved back by the
- * chunk's first image, so that the kernel's own indexing lands in it. */
-static int chunk_args(const chain *c, int k, int64_t first, void **args) {
+/* Kernel k's arguments for the group from image `first` on thread `slot`: a scratch block's
+ * address is the slot's block moved back by `first` images, so that the kernel's own indexing
+ * lands in it. */
+static void group_args(const chain *c, int k, int64_t first, int slot, void **args) {
   const sched_item *it = c->items[k];
   for (int s = 0; s < it->nbufs; s++) {
     int m = scratch_of(c, it->bufs[s]);
-    int rc = m < 0 && s == 0 ? buffer_alloc(it->bufs[0]) : 0;
-    if (rc) return rc;
-    args[s] = m < 0 ? buffer_data(it->bufs[s])
-                    : (void *)((uintptr_t)buffer_data(c->scratch[m]) - (uintptr_t)(first * c->image_bytes[m]));
+    int64_t shift = m < 0 ? 0 : (slot * c->group - first) * c->image_bytes[m];
+    args[s] = m < 0 ? buffer_data(it->bufs[s]) : (void *)((uintptr_t)buffer_data(c->scratch[m]) + (uintptr_t)shift);
   }
-  return 0;
 }
 
-/* Scratch blocks for the outputs read for the last time inside the chain (last_read < len). */
-static int make_scratch(chain *c, const int *last_read, int64_t chunk) {
+/* The thread pool's function: groups [g0, g1), every kernel of the chain on each. */
+static void run_groups(void **ctx, long long g0, long long g1) {
+  chain *c = (chain *)ctx;
+  int slot = threadpool_thread_index();
+  void *args[64];
+  for (long long g = g0; g < g1; g++)
+    for (int k = 0; k < c->len; k++) {
+      const program *p = c->progs[k];
+      int64_t first = g * c->group;
+      group_args(c, k, first, slot, args);
+      double t0 = tg_now();
+      p->stage[0].fn(args, first / p->chunk_per, (first + c->group) / p->chunk_per);
+      atomic_fetch_add(&c->ns[k], (uint64_t)((tg_now() - t0) * 1e9));
+    }
+}
+
+/* Memory for the outputs that live on; scratch blocks (one group per thread) for those read
+ * for the last time inside the chain (last_read < len), whose writers store through the cache. */
+static int chain_memory(chain *c, const int *last_read) {
   for (int k = 0; k < c->len; k++) {
     const sched_item *it = c->items[k];
     tg_dtype dt = (tg_dtype)it->bufs[0]->dtype;
-    int64_t image = it->numel / c->progs[0]->chunk_batch, numel = chunk * image;
+    int64_t image = it->numel / c->progs[0]->chunk_batch, numel = threadpool_size() * c->group * image;
     c->image_bytes[k] = image * (int64_t)tg_dtype_size(dt);
-    c->scratch[k] = last_read[k] < c->len && tg_getenv_int("CHUNK_SCRATCH", 1) ? buffer_new_lazy(dt, &numel, 1) : NULL;
-    int rc = c->scratch[k] ? buffer_alloc(c->scratch[k]) : 0;
+    bool inner = last_read[k] < c->len && tg_getenv_int("CHUNK_SCRATCH", 1);
+    if (inner && !(c->scratch[k] = buffer_new_lazy(dt, &numel, 1))) return TG_ERR_NOMEM;
+    int rc = buffer_alloc(inner ? c->scratch[k] : it->bufs[0]);
     if (rc) return rc;
-    if (c->scratch[k] && !(c->progs[k] = program_cached_stores(c->progs[k], it->ast))) return TG_ERR_COMPILE;
+    if (inner && !(c->progs[k] = program_cached_stores(c->progs[k], it->ast))) return TG_ERR_COMPILE;
   }
   return 0;
 }
 
 int chunk_run_chain(const sched_item *const *items, program *const *progs, const int *last_read, int n) {
-  int64_t chunk;
-  chain c = {items, {0}, chunk_chain(items, progs, n, &chunk), {0}, {0}};
+  chain c = {.items = items};
+  c.len = chunk_chain(items, progs, n, &c.group);
   if (c.len < 2) return 0;
   memcpy(c.progs, progs, sizeof(program *) * (size_t)c.len);
   size_t mark = uop_pool_mark();
-  int rc = make_scratch(&c, last_read, chunk);
-  void *args[64];
-  for (int64_t first = 0; first < progs[0]->chunk_batch && rc == 0; first += chunk)
-    for (int k = 0; k < c.len && rc == 0; k++) {
-      program *p = c.progs[k];
-      rc = chunk_args(&c, k, first, args);
-      if (rc == 0) rc = program_run_part(p, args, first / p->chunk_per, (first + chunk) / p->chunk_per, first == 0);
-    }
+  int rc = chain_memory(&c, last_read);
+  if (rc == 0) {
+    long long groups = progs[0]->chunk_batch / c.group;
+    double t0 = tg_now(), total = 0;
+    rc = items[0]->dev->launch(run_groups, (void **)&c, 0, groups);
+    double wall = tg_now() - t0;
+    for (int k = 0; k < c.len; k++) total += (double)atomic_load(&c.ns[k]);
+    for (int k = 0; k < c.len && rc == 0; k++) /* the wall time shared out by each kernel's time */
+      program_count_run(c.progs[k], t0, total > 0 ? wall * (double)atomic_load(&c.ns[k]) / total : 0, (uint64_t)groups);
+  }
   for (int k = 0; k < c.len; k++)
     if (c.scratch[k]) buffer_drop(c.scratch[k]);
   uop_pool_release(mark);

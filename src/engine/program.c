@@ -346,35 +346,25 @@ int program_exec(program *p, void **args) {
   return rc;
 }
 
-/* The stats, profile and DEBUG line of a run of iterations [begin, end) of p's parallel axis
- * that took dt seconds (a part: a chunk of images, engine/chunks.c; counted as a kernel run
- * when `counted`, its FLOPs and bytes in proportion). */
-static void account_run(const program *p, double t0, double dt, long long begin, long long end, bool counted) {
-  double share = p->stage[0].parallel > 0 ? (double)(end - begin) / (double)p->stage[0].parallel : 1;
-  uint64_t flops = (uint64_t)((double)p->info.flops * share), bytes = (uint64_t)((double)p->info.bytes * share);
-  tg_thread_stats.kernels_run += counted;
-  tg_thread_stats.kernel_parts += share < 1;
+/* Count a run of p (parts: the group calls it ran in, engine/chunks.c; 0: one launch). */
+static void account_run(const program *p, double t0, double dt, uint64_t parts) {
+  tg_thread_stats.kernels_run++;
+  tg_thread_stats.kernel_parts += parts;
   tg_thread_stats.kernel_seconds += dt;
-  tg_thread_stats.flops += flops;
-  tg_thread_stats.bytes_moved += bytes;
-  profile_device("kernel", p->dev->name, p->info.name, t0, t0 + dt, flops, bytes, end - begin);
+  tg_thread_stats.flops += p->info.flops;
+  tg_thread_stats.bytes_moved += p->info.bytes;
+  profile_device("kernel", p->dev->name, p->info.name, t0, t0 + dt, p->info.flops, p->info.bytes, p->stage[0].parallel);
   if (tg_debug() >= 1)
     fprintf(stderr, "kernel %-28s %9.3f ms %8.2f GFLOPS %8.2f GB/s%s\n", p->info.name, dt * 1e3,
-            dt > 0 ? (double)flops / dt * 1e-9 : 0.0, dt > 0 ? (double)bytes / dt * 1e-9 : 0.0, share < 1 ? " (part)" : "");
+            dt > 0 ? (double)p->info.flops / dt * 1e-9 : 0.0, dt > 0 ? (double)p->info.bytes / dt * 1e-9 : 0.0,
+            parts ? " (chained)" : "");
 }
 
 int program_run(program *p, void **args) {
   double t0 = tg_now();
   int rc = program_exec(p, args);
-  if (rc == 0) account_run(p, t0, tg_now() - t0, 0, p->stage[0].parallel, true);
+  if (rc == 0) account_run(p, t0, tg_now() - t0, 0);
   return rc;
 }
 
-int program_run_part(program *p, void **args, long long begin, long long end, bool counted) {
-  if (p->nstages != 1 || p->scratch_bytes || !p->dev->launch_part || begin < 0 || end > p->stage[0].parallel)
-    return tg_set_error(TG_ERR_DEVICE, "kernel %s: no part of it can run alone", p->info.name);
-  double t0 = tg_now();
-  int rc = p->dev->launch_part(p->stage[0].fn, args, p->info.nbufs, begin, end);
-  if (rc == 0) account_run(p, t0, tg_now() - t0, begin, end, counted);
-  return rc;
-}
+void program_count_run(program *p, double t0, double seconds, uint64_t parts) { account_run(p, t0, seconds, parts); }

@@ -149,8 +149,13 @@ static unsigned long wait_job(unsigned long seen) {
   return atomic_load_explicit(&pool.gen, memory_order_acquire);
 }
 
+static _Thread_local int thread_index; /* the caller's: 0 */
+
+int threadpool_thread_index(void) { return thread_index; }
+
 static void *worker(void *arg) {
   int t = (int)(intptr_t)arg;
+  thread_index = t;
   for (unsigned long job = 0;;) {
     job = wait_job(job);
     work(t, job);
