@@ -48,7 +48,7 @@ def bench_tg(build, path, pb, runs, replays=True):
 
 
 def tg_kernels(build, path, pb):
-    """ms per kernel name in tg's last replay (DEBUG=1: a chunked kernel's parts summed)."""
+    """ms per kernel name in tg's last replay (DEBUG=1; a chained kernel: its share of the chain's time)."""
     env = dict(os.environ, DEBUG="1")
     r = subprocess.run([os.path.join(build, "example_onnx_run"), path, pb, "--bench", "2"],
                        capture_output=True, text=True, check=True, env=env)

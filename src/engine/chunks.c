@@ -1,12 +1,13 @@
-/* chunks.c — a few consecutive kernels run a chunk of images at a time. A conv net's layers each
- * read what the one before wrote: run whole, a layer's output (MobileNetV2's 16->96 @112 at
- * batch 32: 154 MB) goes to memory and comes back for the next. Run image chunk by image
- * chunk, the chain's kernels pass a chunk's few MB through the cache. A kernel can run a chunk
- * when its parallel axis is its output's dim 0 (the images), whole and outermost, so that the
- * iterations [b / u, (b + c) / u) compute images [b, b + c); a chain may form where every
- * buffer a kernel of it writes is read by the later ones image by image (the view chain from
- * the buffer to the kernel keeps dim 0 as it is), written once and not read before, and the
- * devices launch parts of a parallel axis (host devices). docs/architecture.md, "Chunks". */
+/* chunks.c — a few consecutive kernels run as a chain, group of images by group. A conv net's
+ * layers each read what the one before wrote: run whole, a layer's output (MobileNetV2's
+ * 16->96 @112 at batch 32: 154 MB) goes to memory and comes back for the next. Run as a chain,
+ * each thread takes a group of images and runs every kernel of the chain on it, the outputs
+ * only the chain reads living in a scratch block per thread that stays in its caches. A kernel
+ * can run a group when its parallel axis is its output's dim 0 (the images), whole and
+ * outermost, so that the iterations [b / u, (b + g) / u) compute images [b, b + g); a chain
+ * may form where every buffer a kernel of it writes is read by the later ones image by image
+ * (the view chain from the buffer to the kernel keeps dim 0 as it is), written once and not
+ * read before, on a host device. docs/architecture.md, "Chunks". */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>

@@ -98,7 +98,9 @@ static int run_copy(const sched_item *it) {
   return 0;
 }
 
-int engine_item_args(const sched_item *it, void **args) {
+/* A kernel item's arguments: its output's memory (allocated now) and every buffer's data;
+ * 0 or a negative status (more than 64 buffers). */
+static int item_args(const sched_item *it, void **args) {
   int rc = buffer_alloc(it->bufs[0]); /* the output's memory, now that it is needed (an empty one too: its slack) */
   if (rc) return rc;
   if (it->nbufs > 64) return tg_set_error(TG_ERR_DEVICE, "kernel has %d buffers (max 64)", it->nbufs);
@@ -118,7 +120,7 @@ static int run_kernel(const sched_item *it, program *p) {
     tg_thread_stats.lower_seconds += tg_now() - t0 - (tg_thread_stats.compile_seconds - compile0);
     if (!p) return TG_ERR_COMPILE;
   }
-  int rc = engine_item_args(it, args);
+  int rc = item_args(it, args);
   return rc ? rc : program_run(p, args);
 }
 

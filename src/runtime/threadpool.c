@@ -53,7 +53,7 @@ static struct {
   /* the current job: written before its number is published, read after a claim */
   tp_kernel fn;
   void **args;
-  long long n, begin; /* the job's iterations: [begin, begin + n) */
+  long long n;
   int nchunks;
   run runs[MAX_THREADS];
 } pool = {.mu = PTHREAD_MUTEX_INITIALIZER, .busy = PTHREAD_MUTEX_INITIALIZER,
@@ -97,7 +97,7 @@ static int claim(run *r, unsigned long job) {
 /* Run chunk c of the current job (the caller holds its claim, so the job cannot end and
  * be replaced meanwhile); the thread finishing the job's last chunk wakes a sleeping caller. */
 static void run_chunk(int c) {
-  long long n = pool.n, start = pool.begin + n * c / pool.nchunks, end = pool.begin + n * (c + 1) / pool.nchunks;
+  long long n = pool.n, start = n * c / pool.nchunks, end = n * (c + 1) / pool.nchunks;
   int nchunks = pool.nchunks;
   if (start < end) pool.fn(pool.args, start, end);
   if (atomic_fetch_add(&pool.done, 1) + 1 == nchunks && atomic_load(&pool.caller_sleeps)) {
@@ -210,25 +210,19 @@ static void wait_done(void) {
 }
 
 void threadpool_run(tp_kernel fn, void **args, long long n, int max_threads) {
-  threadpool_run_range(fn, args, 0, n, max_threads);
-}
-
-void threadpool_run_range(tp_kernel fn, void **args, long long begin, long long end, int max_threads) {
-  long long n = end - begin;
   if (n <= 0) return;
   int want = threadpool_size();
   if (max_threads > 0 && max_threads < want) want = max_threads;
   if (n < want) want = (int)n;
-  if (want <= 1) { fn(args, begin, end); return; }
+  if (want <= 1) { fn(args, 0, n); return; }
   pthread_mutex_lock(&pool.busy);
   if (!pool.started) start_workers();
   if (want > pool.nthreads) want = pool.nthreads;
   if (want <= 1) {
     pthread_mutex_unlock(&pool.busy);
-    fn(args, begin, end);
+    fn(args, 0, n);
     return;
   }
-  pool.begin = begin;
   work(0, publish(fn, args, n, want));
   wait_done();
   pthread_mutex_unlock(&pool.busy);

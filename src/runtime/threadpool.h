@@ -15,8 +15,6 @@ typedef void (*tp_kernel)(void **args, long long start, long long end);
 int threadpool_size(void);
 /* Run fn over [0, n) on up to threadpool_size() threads; at most max_threads if > 0. */
 void threadpool_run(tp_kernel fn, void **args, long long n, int max_threads);
-/* The same over [begin, end) (a part of a kernel's parallel axis: engine/chunks.c). */
-void threadpool_run_range(tp_kernel fn, void **args, long long begin, long long end, int max_threads);
 /* Which of the pool's threads runs this (0: the thread that started the job), in
  * [0, threadpool_size()): a kernel's per-thread scratch (engine/chunks.c). */
 int threadpool_thread_index(void);
