@@ -686,7 +686,9 @@ static int multiple_of(int e, int k) { return e % k == 0; }
  * the buffer and the span ends s-1 elements past the last one, inside its slack; otherwise a
  * masked load of the lanes' own elements, those inside the buffer (checked: lanes past a
  * padded dim's end may leave it) and on in the mask (0 elsewhere: padded positions, as in
- * vector_load). */
+ * vector_load). As there, a mask per lane alone does when the span fits in the slack: a lane
+ * on in it is a valid index or a padded one at most (w-1)*s elements after a valid one (a
+ * stride-2 depthwise conv: nine loads a step, each without a 64-bit index vector). */
 static const char *strided_load(lr *r, uop *u, int w, int s) {
   tg_dtype dt = u->dtype;
   uop *g = u->src[0], *m = load_mask(u);
@@ -697,7 +699,7 @@ static const char *strided_load(lr *r, uop *u, int w, int s) {
     wide = ins(r, "load %s, %s* %s, align %d", st, st, elem_ptr(r, g, base, span), size);
   } else {
     const char *lanes = m ? opnd(r, m, w) : all_true(r, w);
-    if (checked) {
+    if (checked && !(m && m->vcount && span * size <= BUFFER_SLACK)) {
       const char *step = ins(r, "mul <%d x i64> %s, %s", w, lane_numbers(r, w), iconst(r, TG_INT64, w, s));
       const char *idx = ins(r, "add <%d x i64> %s, %s", w, bcast(r, TG_INT64, w, base), step);
       const char *lo = ins(r, "icmp sge <%d x i64> %s, zeroinitializer", w, idx);
