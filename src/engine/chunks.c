@@ -9,6 +9,7 @@
  * (the view chain from the buffer to the kernel keeps dim 0 as it is), written once and not
  * read before, on a host device. docs/architecture.md, "Chunks". */
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -111,8 +112,20 @@ static int64_t group_images(const int64_t *per, int n) {
   return g;
 }
 
-/* How many of items[0..n) run as one chain (0: none), and the images per group. */
-static int chunk_chain(const sched_item *const *items, program *const *progs, int n, int64_t *group) {
+/* Bytes that ending a chain after items[k] sends to memory: none where its output is read
+ * after the window anyway (a block's output kept for its residual) or where the next item
+ * cannot join (the chain ends there whatever comes before), else the whole output, which a
+ * longer chain would keep in a scratch block. */
+static int64_t cut_bytes(const sched_item *const *items, const int *last_read, int n, bool next_joins, int k) {
+  if (last_read[k] >= n || !next_joins) return 0;
+  return items[k]->numel * (int64_t)tg_dtype_size((tg_dtype)items[k]->bufs[0]->dtype);
+}
+
+/* How many of items[0..n) run as one chain (0: none), and the images per group: of the
+ * lengths that can join, the one whose end sends the fewest bytes to memory (MobileNetV2: after
+ * a projecting conv, whose output is small or kept for a residual, not after the expanding
+ * conv that follows it), the longest of those. */
+static int chunk_chain(const sched_item *const *items, program *const *progs, const int *last_read, int n, int64_t *group) {
   int64_t per[CHUNK_CHAIN_MAX];
   int len = 0;
   if (!tg_getenv_int("CHUNKS", 1)) return 0;
@@ -124,6 +137,11 @@ static int chunk_chain(const sched_item *const *items, program *const *progs, in
         !joins_chain(items, len, p->chunk_unaligned))
       break;
   }
+  bool forced = len < n && len < CHUNK_CHAIN_MAX; /* items[len] cannot join */
+  int best = len;
+  for (int l = len - 1; l >= 2; l--)
+    if (cut_bytes(items, last_read, n, true, l - 1) < cut_bytes(items, last_read, n, !forced, best - 1)) best = l;
+  len = best;
   *group = len >= 2 ? group_images(per, len) : 0;
   return *group && progs[0]->chunk_batch % *group == 0 && progs[0]->chunk_batch / *group >= 2 ? len : 0;
 }
@@ -200,11 +218,17 @@ static int chain_memory(chain *c, const int *last_read) {
 
 int chunk_run_chain(const sched_item *const *items, program *const *progs, const int *last_read, int n) {
   chain c = {.items = items};
-  c.len = chunk_chain(items, progs, n, &c.group);
+  c.len = chunk_chain(items, progs, last_read, n, &c.group);
   if (c.len < 2) return 0;
   memcpy(c.progs, progs, sizeof(program *) * (size_t)c.len);
   size_t mark = uop_pool_mark();
   int rc = chain_memory(&c, last_read);
+  if (tg_debug() >= 2) {
+    int inner = 0;
+    for (int k = 0; k < c.len; k++) inner += c.scratch[k] != NULL;
+    fprintf(stderr, "chain of %d kernels from %s: %lld images a group, %d outputs in scratch\n", c.len,
+            progs[0]->info.name, (long long)c.group, inner);
+  }
   if (rc == 0) {
     long long groups = progs[0]->chunk_batch / c.group;
     double t0 = tg_now(), total = 0;

@@ -23,11 +23,12 @@ int engine_run_item(const sched_item *it, program *p);
  * items[0] (of n, with their programs), run it group of images by group, each thread every
  * kernel of it on its group: the number of items it ran (2 or more; their releases are the
  * caller's, after it), 0 when none starts there (CHUNKS=0: never), or a negative status.
+ * n is at most CHUNK_WINDOW: the items past a chain's longest tell where its outputs are read.
  * last_read[k]: the item that reads item k's output for the last time (n or more: one after
  * them); an output read for the last time inside the chain lives in a scratch block of one
  * group per thread instead. At most CHUNK_CHAIN_MAX items a chain (MobileNetV2 at batch 32:
  * chains of 4 and 8 ran alike, 2 and 16 slower, performance.md). */
-enum { CHUNK_CHAIN_MAX = 4 };
+enum { CHUNK_CHAIN_MAX = 4, CHUNK_WINDOW = 8 };
 int chunk_run_chain(const sched_item *const *items, program *const *progs, const int *last_read, int n);
 /* Fill p's chunk_ fields from its AST (program_build, once: a replay only compares them). */
 void chunk_describe(program *p, uop *ast);

@@ -360,24 +360,24 @@ static uop *buffer_now(const recording *r, const jbuf *b, tg_tensor *const *in) 
   }
 }
 
-/* The items from i on, folded ones skipped, as the engine runs them: up to CHUNK_CHAIN_MAX
- * where the first can run a chunk of images (engine/chunks.c), else that one; their count;
- * at[k] is item k's index in r. */
+/* The items from i on, folded ones skipped, as the engine runs them: up to CHUNK_WINDOW where
+ * the first can start a chain (engine/chunks.c: at most CHUNK_CHAIN_MAX of them, the rest tell
+ * where its outputs are read), else that one; their count; at[k] is item k's index in r. */
 typedef struct item_window {
-  uop *bufs[CHUNK_CHAIN_MAX][64];
-  sched_item it[CHUNK_CHAIN_MAX];
-  const sched_item *items[CHUNK_CHAIN_MAX];
-  program *progs[CHUNK_CHAIN_MAX];
-  size_t at[CHUNK_CHAIN_MAX];
-  int last_read[CHUNK_CHAIN_MAX]; /* the window item that releases item k's output, or CHUNK_CHAIN_MAX */
+  uop *bufs[CHUNK_WINDOW][64];
+  sched_item it[CHUNK_WINDOW];
+  const sched_item *items[CHUNK_WINDOW];
+  program *progs[CHUNK_WINDOW];
+  size_t at[CHUNK_WINDOW];
+  int last_read[CHUNK_WINDOW]; /* the window item that releases item k's output, or CHUNK_WINDOW */
 } item_window;
 
 /* Fill w->last_read: where each window item's output is released (read for the last time). */
 static void find_last_reads(const recording *r, item_window *w, int n) {
   for (int k = 0; k < n; k++) {
     int out = r->items.v[w->at[k]].bufs[0];
-    w->last_read[k] = CHUNK_CHAIN_MAX;
-    for (int m = k; m < n && w->last_read[k] == CHUNK_CHAIN_MAX; m++) {
+    w->last_read[k] = CHUNK_WINDOW;
+    for (int m = k; m < n && w->last_read[k] == CHUNK_WINDOW; m++) {
       const jitem *j = &r->items.v[w->at[m]];
       for (int q = 0; q < j->nrelease; q++)
         if (j->release[q] == out) w->last_read[k] = m;
@@ -387,7 +387,7 @@ static void find_last_reads(const recording *r, item_window *w, int n) {
 
 static int next_items(const recording *r, uop **now, size_t i, item_window *w) {
   int n = 0;
-  for (; i < r->items.n && n < CHUNK_CHAIN_MAX; i++) {
+  for (; i < r->items.n && n < CHUNK_WINDOW; i++) {
     const jitem *j = &r->items.v[i];
     if (j->folded) continue;
     for (int s = 0; s < j->nbufs && s < 64; s++) w->bufs[n][s] = now[j->bufs[s]];
