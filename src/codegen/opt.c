@@ -871,16 +871,16 @@ static void keep_inside(kshape *ks, const kaccess *acc, int na, const device_cap
 }
 
 /* Parallel axis: the outermost output loop big enough (not the dim to keep inside if another
- * will do, unless the kept input fits in half the L2 and that dim gives each thread 8
- * iterations or more: the input is then read once per thread from memory, which costs
- * nothing), else split the reduction. A depthwise conv's weights (960 x 9 floats) so keep its
+ * will do, unless the kept input is under an eighth of the L2 and that dim gives each thread 8
+ * iterations or more: each thread then reads that small input once into its own cache, which
+ * costs nothing), else split the reduction. A depthwise conv's weights (960 x 9 floats) so keep its
  * images outermost, which lets it run in a chain image by image (engine/chunks.c; MobileNetV2
  * at batch 32 4% faster). */
 static void parallelize(kshape *ks, int64_t work, int inner, double kept_bytes, const device_caps *caps) {
   int threads = caps->threads;
   if (threads < 2 || work < (1 << 16)) return;
   int at = inner >= 0 ? find_axis(ks, inner, AX_GLOBAL) : -1;
-  if (at >= 0 && kept_bytes <= (double)caps->l2_bytes / 2 && ks->ax[at].size >= 8 * threads) inner = -1;
+  if (at >= 0 && kept_bytes <= (double)caps->l2_bytes / 8 && ks->ax[at].size >= 8 * threads) inner = -1;
   for (int pass = 0; pass < 2; pass++)
     for (int i = 0; i < ks->nax; i++) {
       int64_t n = ks->ax[i].size;
