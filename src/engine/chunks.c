@@ -25,6 +25,7 @@
 typedef struct align_walk {
   ptrmap seen;
   uint64_t unaligned; /* PARAM slots reached with dim 0 not kept */
+  bool across;        /* one of them read across images (not the same element for every image) */
   bool ok;            /* no op the walk does not know */
 } align_walk;
 
@@ -43,29 +44,36 @@ static bool keeps_dim0(const uop *u) {
   }
 }
 
-static void walk_aligned(align_walk *w, uop *u, bool kept) {
-  void *key = (void *)((uintptr_t)u | (uintptr_t)kept);
+/* Does view u broadcast one element along dim 0 (below it, nothing depends on the image)? */
+static bool broadcasts_dim0(const uop *u) {
+  return u->op == OP_EXPAND && uop_ndim(u) >= 1 && uop_ndim(u->src[0]) == uop_ndim(u) && uop_shape(u->src[0])[0] == 1;
+}
+
+/* kept: dim 0 of u is the kernel's (images); same: u is the same for every image. */
+static void walk_aligned(align_walk *w, uop *u, bool kept, bool same) {
+  void *key = (void *)((uintptr_t)u | (uintptr_t)kept | (uintptr_t)same << 1);
   if (!w->ok || ptrmap_has(&w->seen, key)) return;
   ptrmap_put(&w->seen, key, u);
   if (u->op == OP_PARAM) {
     if (u->arg[0] >= 64) w->ok = false;
-    else if (!kept) w->unaligned |= (uint64_t)1 << u->arg[0];
+    else if (!kept) w->unaligned |= (uint64_t)1 << u->arg[0], w->across |= !same;
     return;
   }
   if (u->op == OP_REDUCE_AXIS)
     for (int i = 1; i < u->narg; i++) kept &= u->arg[i] != 0;
-  else if (uop_is_movement(u)) kept &= keeps_dim0(u);
+  else if (uop_is_movement(u)) same |= kept && broadcasts_dim0(u), kept &= keeps_dim0(u);
   else if (!uop_is_alu(u) && u->op != OP_CONST && u->op != OP_IOTA) w->ok = false; /* DEFINE_VAR, anything new */
-  for (int i = 0; i < u->nsrc; i++) walk_aligned(w, u->src[i], kept);
+  for (int i = 0; i < u->nsrc; i++) walk_aligned(w, u->src[i], kept, same);
 }
 
-/* The PARAM slots the kernel reads other than image by image (across images, or the same
- * element for every image); *ok false when it reads something the walk does not know. */
+/* The PARAM slots the kernel reads other than image by image (the same element for every
+ * image: weights); *ok false when it reads something the walk does not know, or a slot across
+ * images (a flip or a sum over the batch: such a kernel computes its images from others). */
 static uint64_t unaligned_slots(uop *ast, bool *ok) {
-  align_walk w = {{0}, 0, true};
-  for (int i = 0; i < ast->nsrc; i++) walk_aligned(&w, ast->src[i], true);
+  align_walk w = {{0}, 0, false, true};
+  for (int i = 0; i < ast->nsrc; i++) walk_aligned(&w, ast->src[i], true, false);
   ptrmap_free(&w.seen);
-  *ok = w.ok && ast->nsrc == 1;
+  *ok = w.ok && !w.across && ast->nsrc == 1;
   return w.unaligned;
 }
 
@@ -171,15 +179,22 @@ static int scratch_of(const chain *c, const uop *buf) {
   return -1;
 }
 
-/* Kernel k's arguments for the group from image `first` on thread `slot`: a scratch block's
- * address is the slot's block moved back by `first` images, so that the kernel's own indexing
- * lands in it. */
+/* Kernel k's arguments for the group from image `first` on thread `slot`, run as its first
+ * group (iterations from 0): a buffer it reads image by image (and its output) from the
+ * group's first image on, a scratch block at the thread's slot, the others (weights) as they
+ * are. So every address the kernel forms, a padded position's included, stays among the group's
+ * images (or the buffer's slack), as it would for the whole batch. */
 static void group_args(const chain *c, int k, int64_t first, int slot, void **args) {
   const sched_item *it = c->items[k];
+  int64_t batch = c->progs[0]->chunk_batch;
   for (int s = 0; s < it->nbufs; s++) {
-    int m = scratch_of(c, it->bufs[s]);
-    int64_t shift = m < 0 ? 0 : (slot * c->group - first) * c->image_bytes[m];
-    args[s] = m < 0 ? buffer_data(it->bufs[s]) : (void *)((uintptr_t)buffer_data(c->scratch[m]) + (uintptr_t)shift);
+    const uop *b = it->bufs[s];
+    int m = scratch_of(c, b);
+    char *data = m >= 0 ? buffer_data(c->scratch[m]) : buffer_data(it->bufs[s]);
+    int64_t image_bytes = shape_numel(uop_shape(b), uop_ndim(b)) / batch * (int64_t)tg_dtype_size((tg_dtype)b->dtype);
+    if (m >= 0) data += slot * c->group * c->image_bytes[m];
+    else if (!(c->progs[k]->chunk_unaligned >> s & 1)) data += first * image_bytes;
+    args[s] = data;
   }
 }
 
@@ -191,10 +206,9 @@ static void run_groups(void **ctx, long long g0, long long g1) {
   for (long long g = g0; g < g1; g++)
     for (int k = 0; k < c->len; k++) {
       const program *p = c->progs[k];
-      int64_t first = g * c->group;
-      group_args(c, k, first, slot, args);
+      group_args(c, k, g * c->group, slot, args);
       double t0 = tg_now();
-      p->stage[0].fn(args, first / p->chunk_per, (first + c->group) / p->chunk_per);
+      p->stage[0].fn(args, 0, c->group / p->chunk_per);
       atomic_fetch_add(&c->ns[k], (uint64_t)((tg_now() - t0) * 1e9));
     }
 }
