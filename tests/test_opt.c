@@ -508,12 +508,14 @@ typedef struct inspect_ctx {
   int nstages;
   long long parallel;
   int threads; /* the caps' threads for the heuristics (0: the device's) */
+  bool per_image; /* the kernel as a chain runs it (kshape per_image) */
 } inspect_ctx;
 
 static int inspect(uop *ast, kshape *ks, void *ctx) {
   inspect_ctx *c = ctx;
   device_caps caps = device_default()->caps;
   if (c->threads) caps.threads = c->threads;
+  ks->per_image = c->per_image;
   kshape_optimize(ks, ast, &caps);
   kshape_describe(ks, c->opts, sizeof c->opts);
   program *p = program_build(device_default(), ast, ks);
@@ -598,7 +600,7 @@ TEST(opt_vectorize_types_lane_nodes) {
 TEST(opt_heuristics_vectorize_tile_and_thread) {
   NEED_HOST_DEVICE();
   tg_scope *s = tg_scope_begin();
-  inspect_ctx c = {{0}, NULL, 0, 0, 0};
+  inspect_ctx c = {{0}, NULL, 0, 0, 0, false};
   /* lanes fill one vector register of this CPU: 16 floats with AVX-512, 8 with AVX2 */
   int w = device_default()->caps.vector_bytes / 4 > 16 ? 16 : device_default()->caps.vector_bytes / 4;
   char upcast[32], vec[32], aligned[48], last[16];
@@ -634,7 +636,7 @@ TEST(opt_heuristics_vectorize_tile_and_thread) {
 TEST(opt_heuristics_packed_matmul_tile) {
   NEED_HOST_DEVICE();
   tg_scope *s = tg_scope_begin();
-  inspect_ctx c = {{0}, NULL, 0, 0, 0};
+  inspect_ctx c = {{0}, NULL, 0, 0, 0, false};
   int w = device_default()->caps.vector_bytes / 4 > 16 ? 16 : device_default()->caps.vector_bytes / 4;
   char lanes[32], rows[32]; /* 16 accumulators with 32 vector registers, 8 (12 do not divide) with 16 */
   snprintf(rows, sizeof rows, "UPCAST(0,%d)", device_default()->caps.vector_registers >= 32 ? 8 : 4);
@@ -657,7 +659,7 @@ TEST(opt_heuristics_packed_matmul_tile) {
 TEST(opt_heuristics_short_matmul_reads_the_weight_once) {
   NEED_HOST_DEVICE();
   tg_scope *s = tg_scope_begin();
-  inspect_ctx c = {{0}, NULL, 0, 0, 0};
+  inspect_ctx c = {{0}, NULL, 0, 0, 0, false};
   tg_tensor *mm[2] = {ones_buffer((int64_t[]){64, 768}, 2), ones_buffer((int64_t[]){768, 3072}, 2)};
   int64_t half_l2 = device_default()->caps.l2_bytes / 2;
   heuristics_of(b_matmul, mm, &c);
@@ -678,7 +680,7 @@ TEST(opt_heuristics_short_matmul_reads_the_weight_once) {
 TEST(opt_heuristics_matvec_rows_not_gathered_under_a_bias) {
   NEED_HOST_DEVICE();
   tg_scope *s = tg_scope_begin();
-  inspect_ctx c = {{0}, NULL, 0, 0, 0};
+  inspect_ctx c = {{0}, NULL, 0, 0, 0, false};
   tg_tensor *in[4] = {ones_buffer((int64_t[]){1, 768}, 2), ones_buffer((int64_t[]){256, 768}, 2),
                       ones_buffer((int64_t[]){256}, 1), ones_buffer((int64_t[]){1, 256}, 2)};
   heuristics_of(b_rows_matvec, in, &c);
@@ -697,7 +699,7 @@ TEST(opt_heuristics_matvec_rows_not_gathered_under_a_bias) {
 TEST(opt_heuristics_depthwise_tiles_rows_not_images) {
   NEED_HOST_DEVICE();
   tg_scope *s = tg_scope_begin();
-  inspect_ctx c = {{0}, NULL, 0, 0, 0};
+  inspect_ctx c = {{0}, NULL, 0, 0, 0, false};
   enum { N = 8, C = 16, H = 28 };
   tg_tensor *in[2] = {ones_buffer((int64_t[]){N, C, H, H}, 4), ones_buffer((int64_t[]){C, 1, 3, 3}, 4)};
   heuristics_of(b_depthwise, in, &c); /* axes: n, c, oh, ow | kh, kw */
@@ -719,7 +721,7 @@ TEST(opt_heuristics_depthwise_tiles_rows_not_images) {
 TEST(opt_heuristics_small_kept_input_leaves_images_parallel) {
   NEED_HOST_DEVICE();
   tg_scope *s = tg_scope_begin();
-  inspect_ctx c = {{0}, NULL, 0, 0, 2};
+  inspect_ctx c = {{0}, NULL, 0, 0, 2, false};
   enum { N = 32, C = 960, H = 7 };
   tg_tensor *in[2] = {ones_buffer((int64_t[]){N, C, H, H}, 4), ones_buffer((int64_t[]){C, 1, 3, 3}, 4)};
   heuristics_of(b_depthwise, in, &c); /* axes: n, c, oh, ow | kh, kw */
@@ -741,7 +743,7 @@ TEST(opt_heuristics_small_kept_input_leaves_images_parallel) {
 TEST(opt_heuristics_short_matmul_reduction_stays_a_loop) {
   NEED_HOST_DEVICE();
   tg_scope *s = tg_scope_begin();
-  inspect_ctx c = {{0}, NULL, 0, 0, 0};
+  inspect_ctx c = {{0}, NULL, 0, 0, 0, false};
   tg_tensor *in[2] = {ones_buffer((int64_t[]){256, 16}, 2), ones_buffer((int64_t[]){16, 256}, 2)};
   heuristics_of(b_matmul, in, &c);
   printf("  opts: %s\n", c.opts);
@@ -759,13 +761,19 @@ TEST(opt_heuristics_short_matmul_reduction_stays_a_loop) {
 TEST(opt_heuristics_depthwise_from_memory_rows_in_order) {
   NEED_HOST_DEVICE();
   tg_scope *s = tg_scope_begin();
-  inspect_ctx c = {{0}, NULL, 0, 0, 0};
+  inspect_ctx c = {{0}, NULL, 0, 0, 0, false};
   const device_caps *caps = &device_default()->caps;
   int64_t cache = caps->llc_bytes ? caps->llc_bytes : caps->l2_bytes, per_image = 16 * 56 * 56 * 4;
   tg_tensor *in[2] = {ones_buffer((int64_t[]){cache / per_image + 1, 16, 56, 56}, 4), ones_buffer((int64_t[]){16, 1, 3, 3}, 4)};
   heuristics_of(b_depthwise, in, &c);
   printf("  opts: %s\n", c.opts);
   CHECK(!strstr(c.opts, "UPCAST(2,") && !strstr(c.opts, "UPCAST(0,"));
+  /* built for a chain, which runs it image by image on what the kernel before it has just
+   * written into the cache: one image's 200 KB, rows tiled */
+  c.per_image = true;
+  heuristics_of(b_depthwise, in, &c);
+  printf("  per image: %s\n", c.opts);
+  CHECK(strstr(c.opts, "UPCAST(2,") && !strstr(c.opts, "UPCAST(0,"));
   free(c.src);
   tg_scope_end(s);
 }
@@ -796,7 +804,7 @@ TEST(opt_env_takes_both_forms) {
 TEST(opt_heuristics_conv_shapes) {
   NEED_HOST_DEVICE();
   tg_scope *s = tg_scope_begin();
-  inspect_ctx c = {{0}, NULL, 0, 0, 0};
+  inspect_ctx c = {{0}, NULL, 0, 0, 0, false};
   int w = device_default()->caps.vector_bytes / 4 > 16 ? 16 : device_default()->caps.vector_bytes / 4;
   char pad[32], lanes[32];
   tg_tensor *in[3] = {ones_buffer((int64_t[]){2, 16, 8, 8}, 4), ones_buffer((int64_t[]){16, 16, 3, 3}, 4),

@@ -132,6 +132,9 @@ typedef struct kshape {
   int local_max;
   int64_t local_bytes;
   int64_t stream_bytes; /* stores to a buffer larger than this stream past the caches (0: none) */
+  /* The kernel runs a few images at a time, its inputs in the cache (a chain's, engine/
+   * chunks.c): the heuristics size a load's extent per image (its dim 0 left out). */
+  bool per_image;
   int64_t prefetch_bytes; /* a row kernel prefetches the next row of a buffer larger than this (0: never; host devices) */
   int load_stride;        /* lanes of a vector load at most this far apart (caps.load_stride; <= 1: contiguous) */
   tg_dtype red_dtype; /* dtype of the first reduction (its partials in local memory) */
@@ -312,7 +315,7 @@ typedef struct program {
    * reads other than image by image */
   int64_t chunk_per, chunk_batch;
   uint64_t chunk_unaligned;
-  struct program *_Atomic cached_stores; /* program_cached_stores' variant, built once */
+  struct program *_Atomic chained; /* program_chained's variant, built once */
 } program;
 
 /* The compiled program of a kernel AST for a device (cached by device + AST, and by source);
@@ -329,10 +332,12 @@ program *program_build(const device *dev, uop *ast, const kshape *ks);
  * devices; streaming stores past the last-level cache on host devices); 0 or negative. */
 int program_shape_init(const device *dev, uop *ast, kshape *ks);
 void program_free(program *p);
-/* p built again with stores that go through the cache where p streams them past it (its
- * output then lives in a chunk's scratch block that the next kernel reads: engine/chunks.c);
- * built once and kept with p, p itself where nothing streams; NULL on error. */
-program *program_cached_stores(program *p, uop *ast);
+/* p built again to run in a chain (engine/chunks.c), a group of images at a time with its
+ * inputs and output in scratch blocks in the cache: its actions chosen per image (kshape
+ * per_image; OPTS and BEAM's choices kept) and its stores through the cache, where p streams
+ * them past it. Built once and kept with p; p itself where that changes nothing or the
+ * variant would run other images per iteration; NULL on error. */
+program *program_chained(program *p, uop *ast);
 int program_run(program *p, void **args);
 /* Count a run of p that took `seconds` from t0 in `parts` calls over groups of its images
  * (engine/chunks.c runs them). */

@@ -214,7 +214,8 @@ static void run_groups(void **ctx, long long g0, long long g1) {
 }
 
 /* Memory for the outputs that live on; scratch blocks (one group per thread) for those read
- * for the last time inside the chain (last_read < len), whose writers store through the cache. */
+ * for the last time inside the chain (last_read < len); the kernels that read or write them
+ * built for the chain (program_chained: per image, stores through the cache). */
 static int chain_memory(chain *c, const int *last_read) {
   for (int k = 0; k < c->len; k++) {
     const sched_item *it = c->items[k];
@@ -225,7 +226,11 @@ static int chain_memory(chain *c, const int *last_read) {
     if (inner && !(c->scratch[k] = buffer_new_lazy(dt, &numel, 1))) return TG_ERR_NOMEM;
     int rc = buffer_alloc(inner ? c->scratch[k] : it->bufs[0]);
     if (rc) return rc;
-    if (inner && !(c->progs[k] = program_cached_stores(c->progs[k], it->ast))) return TG_ERR_COMPILE;
+  }
+  for (int k = 0; k < c->len; k++) { /* reading or writing a scratch block: the chained variant */
+    bool scratch = false;
+    for (int s = 0; s < c->items[k]->nbufs; s++) scratch |= scratch_of(c, c->items[k]->bufs[s]) >= 0;
+    if (scratch && !(c->progs[k] = program_chained(c->progs[k], c->items[k]->ast))) return TG_ERR_COMPILE;
   }
   return 0;
 }

@@ -151,18 +151,23 @@ fail:
   return NULL;
 }
 
-program *program_cached_stores(program *p, uop *ast) {
-  program *v = atomic_load(&p->cached_stores);
+static int choose_opts(const device *dev, uop *ast, kshape *ks, bool per_image);
+
+program *program_chained(program *p, uop *ast) {
+  program *v = atomic_load(&p->chained);
   if (v) return v;
-  if (p->ks.stream_bytes == 0) v = p;
-  else {
-    kshape ks = p->ks;
-    ks.stream_bytes = 0;
-    if (!(v = program_build(p->dev, ast, &ks))) return NULL;
-    if (!strcmp(v->src, p->src)) program_free(v), v = p; /* nothing streamed */
+  kshape ks;
+  if (choose_opts(p->dev, ast, &ks, true) < 0) return NULL;
+  ks.stream_bytes = 0;
+  if (!(v = program_build(p->dev, ast, &ks))) return NULL;
+  if (!strcmp(v->src, p->src) || v->chunk_per != p->chunk_per) program_free(v), v = p;
+  else if (tg_debug() >= 2) {
+    char buf[512];
+    kshape_describe(&ks, buf, sizeof buf);
+    fprintf(stderr, "opt %-28s %s (chained)\n", v->info.name, buf);
   }
   program *none = NULL;
-  if (!atomic_compare_exchange_strong(&p->cached_stores, &none, v)) { /* another thread's came first */
+  if (!atomic_compare_exchange_strong(&p->chained, &none, v)) { /* another thread's came first */
     if (v != p) program_free(v);
     v = none;
   }
@@ -171,7 +176,7 @@ program *program_cached_stores(program *p, uop *ast) {
 
 void program_free(program *p) {
   if (!p) return;
-  program *v = atomic_load(&p->cached_stores);
+  program *v = atomic_load(&p->chained);
   if (v && v != p) program_free(v);
   uint64_t key = hash_bytes(p->src, strlen(p->src), 7) | 1;
   pthread_mutex_lock(&cache_lock);
@@ -217,9 +222,19 @@ int program_shape_init(const device *dev, uop *ast, kshape *ks) {
   return rc;
 }
 
-static int choose_opts(const device *dev, uop *ast, kshape *ks) {
+/* OPTS_ONLY=08a7,1cbc: OPTS for the kernels whose names end in one of these hashes only (the
+ * _xxxx DEBUG=2 prints), the heuristics for the others: one kernel's actions tried in a model. */
+static bool opts_meant_for(const uop *ast) {
+  const char *only = getenv("OPTS_ONLY");
+  char tag[16];
+  snprintf(tag, sizeof tag, "%04llx", (unsigned long long)(ast->hash & 0xffff));
+  return !only || !*only || strstr(only, tag);
+}
+
+static int choose_opts(const device *dev, uop *ast, kshape *ks, bool per_image) {
   if (program_shape_init(dev, ast, ks) < 0) return TG_ERR_ARG;
-  const char *opts = getenv("OPTS");
+  ks->per_image = per_image;
+  const char *opts = opts_meant_for(ast) ? getenv("OPTS") : NULL;
   if (opts && *opts && parse_opts(opts, ks) == 0) return 0;
   int beam = tg_getenv_int("BEAM", 0);
   if ((!opts || !*opts) && beam > 0 && !tg_getenv_int("NOOPT", 0) && beam_search(dev, ast, beam, ks) == 0) return 0;
@@ -228,13 +243,14 @@ static int choose_opts(const device *dev, uop *ast, kshape *ks) {
     tg_clear_error();
   }
   if (program_shape_init(dev, ast, ks) < 0) return TG_ERR_ARG;
+  ks->per_image = per_image;
   kshape_optimize(ks, ast, &dev->caps);
   return 0;
 }
 
 static program *build_program(const device *dev, uop *ast) {
   kshape ks;
-  if (choose_opts(dev, ast, &ks) < 0) return NULL;
+  if (choose_opts(dev, ast, &ks, false) < 0) return NULL;
   program *p = program_build(dev, ast, &ks);
   if (p && tg_debug() >= 2) {
     char buf[512];
