@@ -691,11 +691,23 @@ TEST(opt_heuristics_matvec_rows_not_gathered_under_a_bias) {
   tg_scope_end(s);
 }
 
+/* b_depthwise of ones (images x channels = nc maps of h x h): a padded 3x3 window counts its
+ * taps inside the map (4 at a corner, 6 on an edge, 9 inside). */
+static void check_ones_window(tg_tensor **in, int nc, int h) {
+  size_t n = (size_t)nc * (size_t)h * (size_t)h;
+  float *y = malloc(n * sizeof *y);
+  CHECK(y && tg_to_host(b_depthwise(in), y, n * sizeof *y) == 0);
+  for (size_t i = 0; y && i < n; i++) {
+    int r = (int)(i / (size_t)h % (size_t)h), q = (int)(i % (size_t)h);
+    CHECK_CLOSE(y[i], (float)((3 - (r == 0) - (r == h - 1)) * (3 - (q == 0) - (q == h - 1))), 0);
+  }
+  free(y);
+}
+
 /* A depthwise 3x3 conv (its taps unrolled whole) tiles its output rows, which share input
  * rows through the window, and not the batch: the taps' weights, all an image tile would
  * share, are loaded once per channel anyway (MobileNetV2's 192 @28 at batch 32: 8 images per
- * tile spilled, 2.5-2.9 ms; 7 rows per tile 0.5-0.7, optimizer.md). The values: ones through
- * a padded 3x3 window count its taps inside the map (4 at a corner, 6 on an edge, 9 inside). */
+ * tile spilled, 2.5-2.9 ms; 7 rows per tile 0.5-0.7, optimizer.md). */
 TEST(opt_heuristics_depthwise_tiles_rows_not_images) {
   NEED_HOST_DEVICE();
   tg_scope *s = tg_scope_begin();
@@ -705,12 +717,7 @@ TEST(opt_heuristics_depthwise_tiles_rows_not_images) {
   heuristics_of(b_depthwise, in, &c); /* axes: n, c, oh, ow | kh, kw */
   printf("  opts: %s\n", c.opts);
   CHECK(strstr(c.opts, "UPCAST(2,") && !strstr(c.opts, "UPCAST(0,") && strstr(c.opts, "UNROLL("));
-  static float y[N * C * H * H];
-  CHECK(tg_to_host(b_depthwise(in), y, sizeof y) == 0);
-  for (int i = 0; i < N * C * H * H; i++) {
-    int r = i / H % H, q = i % H;
-    CHECK_CLOSE(y[i], (float)((3 - (r == 0) - (r == H - 1)) * (3 - (q == 0) - (q == H - 1))), 0);
-  }
+  check_ones_window(in, N * C, H);
   free(c.src);
   tg_scope_end(s);
 }
@@ -727,12 +734,7 @@ TEST(opt_heuristics_small_kept_input_leaves_images_parallel) {
   heuristics_of(b_depthwise, in, &c); /* axes: n, c, oh, ow | kh, kw */
   printf("  opts: %s\n", c.opts);
   CHECK(strstr(c.opts, "THREAD(0,") != NULL);
-  static float y[N * C * H * H];
-  CHECK(tg_to_host(b_depthwise(in), y, sizeof y) == 0);
-  for (int i = 0; i < N * C * H * H; i++) {
-    int r = i / H % H, q = i % H;
-    CHECK_CLOSE(y[i], (float)((3 - (r == 0) - (r == H - 1)) * (3 - (q == 0) - (q == H - 1))), 0);
-  }
+  check_ones_window(in, N * C, H);
   free(c.src);
   tg_scope_end(s);
 }
