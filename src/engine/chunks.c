@@ -165,7 +165,7 @@ static int chunk_chain(const sched_item *const *items, program *const *progs, co
  * of going to memory and coming back (and being fetched before they are written). */
 typedef struct chain {
   const sched_item *const *items;
-  program *progs[CHUNK_CHAIN_MAX]; /* a scratch block's writer: its stores through the cache */
+  program *progs[CHUNK_CHAIN_MAX]; /* program_chained's variant where it touches a scratch block */
   int len;
   int64_t group;
   uop *scratch[CHUNK_CHAIN_MAX]; /* item k's output blocks, or NULL where it lives on */
