@@ -19,11 +19,12 @@ typedef void (*engine_capture_fn)(void *ctx, const sched_item *it, program *p);
 void engine_set_capture(engine_capture_fn fn, void *ctx);
 int engine_run_item(const sched_item *it, program *p);
 
-/* Chunks (chunks.c, docs/architecture.md "Chunks"): where a chain of kernels starts at
- * items[0] (of n, with their programs), run it group of images by group, each thread every
- * kernel of it on its group: the number of items it ran (2 or more; their releases are the
- * caller's, after it), 0 when none starts there (CHUNKS=0: never), or a negative status.
- * n is at most CHUNK_WINDOW: the items past a chain's longest tell where its outputs are read.
+/* Chunks (chunks.c, docs/architecture.md "Chunks"; engine_run and JIT replays call it):
+ * where a chain of kernels starts at items[0] (of n, with their programs), run it group of
+ * images by group, each thread every kernel of it on its group: the number of items it ran
+ * (2 or more; their releases are the caller's, after it), 0 when none starts there
+ * (CHUNKS=0: never), or a negative status. n is at most CHUNK_WINDOW: the items past a
+ * chain's longest tell where its outputs are read.
  * last_read[k]: the item that reads item k's output for the last time (n or more: one after
  * them); an output read for the last time inside the chain lives in a scratch block of one
  * group per thread instead. At most CHUNK_CHAIN_MAX items a chain (MobileNetV2 at batch 32:

@@ -137,6 +137,23 @@ int engine_run_item(const sched_item *it, program *p) { return run_kernel(it, p)
 
 /* ---------------------------------------------------------------- schedules */
 
+/* Where a chain can start at item i (engine/chunks.c), run it: the number of items it ran
+ * (their releases are the caller's), 0 for none, or a negative status. A JIT recording sees
+ * every item run alone (its replays chain them). */
+static int run_chain(schedule *s, program **progs, size_t i) {
+  if (capture.fn || !progs[i] || !progs[i]->chunk_per) return 0;
+  const sched_item *items[CHUNK_WINDOW];
+  int last_read[CHUNK_WINDOW], n = 0;
+  for (; n < CHUNK_WINDOW && i + (size_t)n < s->items.n; n++) items[n] = &s->items.v[i + (size_t)n];
+  for (int k = 0; k < n; k++) { /* the item that drops item k's output */
+    last_read[k] = CHUNK_WINDOW;
+    for (int m = k; m < n && last_read[k] == CHUNK_WINDOW; m++)
+      for (int q = 0; q < items[m]->nrelease; q++)
+        if (items[m]->release[q] == items[k]->bufs[0]) last_read[k] = m;
+  }
+  return n >= 2 ? chunk_run_chain(items, progs + i, last_read, n) : 0;
+}
+
 int engine_run(schedule *s) {
   program **progs = calloc(s->items.n + 1, sizeof *progs);
   if (!progs) return tg_set_error(TG_ERR_NOMEM, "engine: out of memory");
@@ -144,11 +161,17 @@ int engine_run(schedule *s) {
   /* several devices: each runs on its own thread (a JIT recording sees the items in order) */
   bool spread = rc == 0 && !capture.fn && queues_devices(s) > 1;
   if (spread) rc = queues_run(s, progs, run_kernel);
-  for (size_t i = 0; i < s->items.n && rc == 0 && !spread; i++) {
-    const sched_item *it = &s->items.v[i];
-    rc = run_kernel(it, progs[i]);
-    if (rc == 0 && capture.fn) capture.fn(capture.ctx, it, progs[i]);
-    for (int j = 0; j < it->nrelease; j++) buffer_drop(it->release[j]);
+  for (size_t i = 0; i < s->items.n && rc == 0 && !spread;) {
+    int len = run_chain(s, progs, i);
+    if (len == 0) {
+      len = 1, rc = run_kernel(&s->items.v[i], progs[i]);
+      if (rc == 0 && capture.fn) capture.fn(capture.ctx, &s->items.v[i], progs[i]);
+    } else if (len < 0) {
+      rc = len, len = 1;
+    }
+    for (size_t k = i; k < i + (size_t)len; k++)
+      for (int j = 0; j < s->items.v[k].nrelease; j++) buffer_drop(s->items.v[k].release[j]);
+    i += (size_t)len;
   }
   free(progs);
   for (size_t i = 0; i + 1 < s->keep.n && rc == 0; i += 2) uop_set_realized(s->keep.v[i], s->keep.v[i + 1]);
