@@ -137,9 +137,11 @@ TEST(chunks_reads_across_images_wait_for_the_chain) {
 }
 
 /* The block's expanded and depthwise outputs (N x E x H x H floats each) are read only inside
- * the chain: they live in scratch blocks of one chunk of images, not in buffers of the batch. */
+ * the chain: they live in scratch blocks (a group of images per thread), not in buffers of the
+ * batch. */
 TEST(chunks_inner_buffers_live_in_scratch_blocks) {
   if (!chunks_possible()) SKIP("%s", why_not());
+  if (threadpool_size() > 4) SKIP("%d threads: their scratch blocks hold half the test's batch or more", threadpool_size());
   tg_scope *s = tg_scope_begin();
   block_ctx b = weights(0);
   uint64_t parts, peak, peak_whole;
@@ -155,7 +157,10 @@ TEST(chunks_inner_buffers_live_in_scratch_blocks) {
 
 /* Two blocks, each ending in a projection with a residual: a chain of up to four kernels ends
  * after the first projection (its output is small, and kept for the second residual anyway),
- * not after the second block's expansion, whose output would then go to a batch buffer. */
+ * not after the second block's expansion. Seen in the peak memory with every output in a batch
+ * buffer (CHUNK_SCRATCH=0, so that it does not depend on the threads): a chain holds its
+ * buffers until its end, two expanded ones (and the projections') per block, three had it taken
+ * the second expansion in. */
 enum { N2 = 32, C2 = 8, E2 = 48, H2 = 14 };
 
 static int two_blocks(void *ctx, tg_tensor *const *in, int nin, tg_tensor **out, int nout) {
@@ -179,6 +184,7 @@ TEST(chunks_chain_ends_where_the_output_is_small) {
                      seeded((int64_t[]){C2, E2, 1, 1}, 4, 0.15f)};
   tg_jit *jit = tg_jit_new(two_blocks, w);
   uint64_t grew = 0, expanded = (uint64_t)N2 * E2 * H2 * H2 * 4;
+  setenv("CHUNK_SCRATCH", "0", 1);
   for (int call = 0; call < 4 && jit; call++) {
     tg_scope *c = tg_scope_begin();
     tg_tensor *x = seeded((int64_t[]){N2, C2, H2, H2}, 4, 1), *y;
@@ -188,8 +194,9 @@ TEST(chunks_chain_ends_where_the_output_is_small) {
     grew = tg_get_stats().bytes_peak - before;
     tg_scope_end(c);
   }
+  unsetenv("CHUNK_SCRATCH");
   CHECK(jit && tg_jit_replaying(jit));
-  CHECK(grew < expanded); /* the outputs of the projections, and scratch blocks: no expanded batch */
+  CHECK(grew < 3 * expanded);
   tg_jit_free(jit);
   tg_scope_end(s);
 }
