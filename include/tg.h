@@ -64,7 +64,7 @@ typedef struct tg_stats {
   double compile_seconds;     /**< wall time spent compiling */
   double schedule_seconds;    /**< realize time outside kernels, lowering and compiling */
   double lower_seconds;       /**< program lookup, optimization, lowering and rendering */
-  uint64_t kernel_parts;      /**< launches over a chunk of a kernel's images (docs/architecture.md, "Chunks") */
+  uint64_t kernel_parts;      /**< calls of a chained kernel over a group of images (docs/architecture.md, "Chunks") */
 } tg_stats;
 
 /* ------------------------------------------------------- errors, memory */
